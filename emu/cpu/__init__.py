@@ -1,0 +1,1 @@
+"""The A55 cluster: CPU work items timed from op counts and the cache model."""

@@ -1,0 +1,31 @@
+"""The error types library code raises; the CLI maps them to exit codes.
+
+Library code never prints or exits. A user mistake (bad configuration, bad input file,
+impossible hardware, misuse of the simulation API) raises a subclass of `UserError`, whose
+message is one line naming what was wrong and where; the CLI prints it and exits 2.
+Anything else that derives from `EmuError` is an emulator-side failure (exit 1).
+"""
+
+
+class EmuError(Exception):
+    """Base class of every error the emulator raises on purpose."""
+
+
+class UserError(EmuError):
+    """Something the user supplied is wrong; the message says what and where."""
+
+
+class ConfigError(UserError):
+    """A configuration file, preset or override is unknown, malformed or impossible."""
+
+
+class InputError(UserError):
+    """An input file or argument cannot be used."""
+
+
+class SimulationError(EmuError):
+    """The simulation was driven in a way its components do not allow."""
+
+
+class PoolError(UserError):
+    """A memory-pool request cannot be met (exhaustion, fragmentation, bad free)."""

@@ -1,0 +1,394 @@
+"""The A55 data-cache hierarchy: private L1D and L2 per core, one L3 shared by the cluster.
+
+The model counts hits, line fills from DDR and dirty write-backs to DDR for a stream of byte
+addresses; time is derived from those counts elsewhere (`CacheHierarchy.stall_cycles` for
+the on-chip hits, the DDR model for the DDR lines). A pure-Python reference with the same
+semantics lives in `tests/mem/cache_reference.py`; the two must agree exactly, so the rules
+below are the specification.
+
+Geometry. Every level uses lines of `cpu.line_bytes`. An address `a` belongs to line
+`a // line_bytes`; a level with `sets = size_bytes / (line_bytes * ways)` sets (a power of
+two) keeps that line in set `line % sets`. Each set holds up to `ways` lines, ordered from
+least to most recently used (true LRU). L1D and L2 exist once per core, L3 once. Private
+caches are not kept coherent with each other: the same line may sit, clean or dirty, in
+several cores' L1D and L2 at once.
+
+An access by core `c` to line `x` (a read, or a write):
+  1. L1D of `c` holds `x`: an L1 hit. `x` becomes MRU in that set; a write marks it dirty.
+  2. Otherwise L2 of `c` holds `x`: an L2 hit; `x` becomes MRU there.
+  3. Otherwise L3 holds `x`: an L3 hit; `x` becomes MRU there.
+  4. Otherwise: a DDR read of one line.
+  Then `x` is filled, clean, into every level that missed, outermost first: L3 (case 4 only),
+  then L2 of `c` (cases 3 and 4), then L1D of `c` (cases 2 to 4). A write then marks the L1D
+  copy dirty. Levels that hit keep their copy and its dirty bit (non-inclusive, and no level
+  is ever invalidated because another level evicted: no back-invalidation).
+Filling a line into a full set evicts its LRU line; a set with room evicts nothing. The new
+line becomes MRU. An evicted clean line is dropped. An evicted dirty line is written into the
+next level of the same core (L1D -> L2 of `c`, L2 -> L3):
+  - if that level holds the line, the line there is marked dirty and its LRU position is left
+    as it was;
+  - otherwise the line is allocated there, dirty, as MRU, which may itself evict a line and
+    so continue the chain by the same rule.
+A dirty line evicted from L3 is one DDR write-back. Each eviction chain is followed to its end
+before the next fill starts, so in one access the L2 fill (and its chain) happens before the
+L1D fill (and its chain).
+
+Maintenance. `clean(start, nbytes)` and `invalidate(start, nbytes)` act on every line that
+overlaps the byte range `[start, start + nbytes)`, in every cache of every core. `clean` marks
+those lines clean and returns how many distinct lines were dirty somewhere (each is written to
+DDR once, however many caches held it dirty). `invalidate` removes those lines without writing
+anything back and returns how many distinct lines were resident somewhere. Both look at the
+cache contents, so their cost grows with the cache size, not with `nbytes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from emu.jit import njit
+from emu.soc.config import CacheLevelConfig, CpuConfig
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+_Level = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]
+"""One level as the kernel takes it: (tags, lru_stamps, dirty), see `CacheArrays`."""
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What a stream of accesses did to the hierarchy. All values are counts."""
+
+    accesses: int = 0
+    l1_hits: int = 0
+    l2_hits: int = 0
+    l3_hits: int = 0
+    ddr_reads: int = 0
+    """Lines filled from DDR (one per access that missed every level)."""
+    ddr_writebacks: int = 0
+    """Dirty lines evicted from L3 and written to DDR."""
+
+    @property
+    def l1_misses(self) -> int:
+        return self.accesses - self.l1_hits
+
+    @property
+    def l2_misses(self) -> int:
+        return self.l1_misses - self.l2_hits
+
+    @property
+    def l3_misses(self) -> int:
+        return self.l2_misses - self.l3_hits
+
+    def ddr_bytes(self, line_bytes: int) -> int:
+        """Bytes moved to and from DDR: every fill and every write-back is one whole line."""
+        return (self.ddr_reads + self.ddr_writebacks) * line_bytes
+
+    def __add__(self, other: CacheStats) -> CacheStats:
+        if not isinstance(other, CacheStats):
+            return NotImplemented
+        return CacheStats(
+            accesses=self.accesses + other.accesses,
+            l1_hits=self.l1_hits + other.l1_hits,
+            l2_hits=self.l2_hits + other.l2_hits,
+            l3_hits=self.l3_hits + other.l3_hits,
+            ddr_reads=self.ddr_reads + other.ddr_reads,
+            ddr_writebacks=self.ddr_writebacks + other.ddr_writebacks,
+        )
+
+
+@dataclass(frozen=True)
+class CacheArrays:
+    """The state of one level: `n_caches` caches (one per core, or one shared) of `sets x ways`.
+
+    An empty way has tag -1 and LRU stamp 0. Tags are whole line numbers (address //
+    line_bytes). Stamps come from one counter per hierarchy that grows with every use, so within
+    a set a larger stamp means more recently used, and 0 (empty) is always the first victim.
+    """
+
+    tags: npt.NDArray[np.int64]
+    lru_stamps: npt.NDArray[np.int64]
+    dirty: npt.NDArray[np.uint8]
+
+    @classmethod
+    def empty(cls, n_caches: int, sets: int, ways: int) -> CacheArrays:
+        shape = (n_caches, sets, ways)
+        return cls(
+            tags=np.full(shape, -1, dtype=np.int64),
+            lru_stamps=np.zeros(shape, dtype=np.int64),
+            dirty=np.zeros(shape, dtype=np.uint8),
+        )
+
+    def as_tuple(self) -> _Level:
+        """The arrays as the kernel takes them."""
+        return self.tags, self.lru_stamps, self.dirty
+
+    def clear(self) -> None:
+        self.tags.fill(-1)
+        self.lru_stamps.fill(0)
+        self.dirty.fill(0)
+
+
+def _sets_of(level: CacheLevelConfig, line_bytes: int, name: str) -> int:
+    """Number of sets of one level; rejects a geometry that is not a power of two of sets."""
+    set_bytes = line_bytes * level.ways
+    sets = level.size_bytes // set_bytes if level.ways >= 1 else 0
+    # A power of two lets the kernel find a set with a mask instead of a 64-bit division, the
+    # costliest step of an L1D hit. The SoC config check already demands it.
+    if sets < 1 or sets * set_bytes != level.size_bytes or sets & (sets - 1):
+        raise ValueError(
+            f"cpu.{name}: {level.size_bytes} B is not a power-of-two number of sets of "
+            f"{level.ways} ways x {line_bytes} B lines"
+        )
+    return sets
+
+
+class CacheHierarchy:
+    """The data caches of the whole A55 cluster, warm across calls until `reset`."""
+
+    def __init__(self, cpu: CpuConfig) -> None:
+        if cpu.cores < 1:
+            raise ValueError(f"cpu.cores: need at least one core, got {cpu.cores}")
+        if cpu.line_bytes < 1:
+            raise ValueError(f"cpu.line_bytes: must be positive, got {cpu.line_bytes}")
+        self.cpu = cpu
+        self.line_bytes = cpu.line_bytes
+        self.l1d = CacheArrays.empty(
+            cpu.cores, _sets_of(cpu.l1d, cpu.line_bytes, "l1d"), cpu.l1d.ways
+        )
+        self.l2 = CacheArrays.empty(cpu.cores, _sets_of(cpu.l2, cpu.line_bytes, "l2"), cpu.l2.ways)
+        self.l3 = CacheArrays.empty(1, _sets_of(cpu.l3, cpu.line_bytes, "l3"), cpu.l3.ways)
+        self._clock = 0
+
+    @property
+    def levels(self) -> tuple[CacheArrays, CacheArrays, CacheArrays]:
+        """The state of L1D, L2 and L3, innermost first."""
+        return self.l1d, self.l2, self.l3
+
+    def reset(self) -> None:
+        """Empty every cache (nothing is written back)."""
+        for level in self.levels:
+            level.clear()
+        self._clock = 0
+
+    def access(
+        self,
+        core: int,
+        addrs: npt.ArrayLike,
+        is_write: npt.ArrayLike | None = None,
+    ) -> CacheStats:
+        """Run byte addresses `addrs`, in order, through the caches of `core`.
+
+        `is_write` is a bool array as long as `addrs` (None: all reads). Addresses may have any
+        integer dtype and must not be negative.
+        """
+        if isinstance(core, bool) or not isinstance(core, int | np.integer):
+            raise ValueError(f"core: expected an integer core index, got {core!r}")
+        if not 0 <= core < self.cpu.cores:
+            raise ValueError(f"core: {core} is not a core of this {self.cpu.cores}-core cluster")
+        lines = self._lines_of(addrs)
+        if is_write is None:
+            writes = np.zeros(lines.size, dtype=np.bool_)
+        else:
+            writes = np.asarray(is_write)
+            if writes.dtype != np.bool_:
+                raise TypeError(f"is_write: expected a bool array, got dtype {writes.dtype}")
+            if writes.ndim > 1:
+                raise ValueError(f"is_write: expected a 1-D array, got shape {writes.shape}")
+            writes = np.ascontiguousarray(writes.reshape(-1))
+            if writes.size != lines.size:
+                raise ValueError(
+                    f"is_write: {writes.size} flags for {lines.size} addresses; "
+                    "they must be the same length"
+                )
+        counts, self._clock = _access_kernel(
+            lines,
+            writes,
+            int(core),
+            self.l1d.as_tuple(),
+            self.l2.as_tuple(),
+            self.l3.as_tuple(),
+            self._clock,
+        )
+        return CacheStats(
+            accesses=int(lines.size),
+            l1_hits=int(counts[0]),
+            l2_hits=int(counts[1]),
+            l3_hits=int(counts[2]),
+            ddr_reads=int(counts[3]),
+            ddr_writebacks=int(counts[4]),
+        )
+
+    def stall_cycles(self, stats: CacheStats) -> int:
+        """Core cycles spent waiting on hits beyond L1D: L2 and L3 hit latencies.
+
+        L1D hits are part of the pipeline's normal load-to-use and are not counted. Misses to
+        DDR are not counted either: the DDR model charges them, from `stats.ddr_reads` and
+        `stats.ddr_writebacks`, because their time depends on what else shares the DDR.
+        """
+        return (
+            stats.l2_hits * self.cpu.l2.hit_latency_cycles
+            + stats.l3_hits * self.cpu.l3.hit_latency_cycles
+        )
+
+    def clean(self, start: int, nbytes: int) -> int:
+        """Write back every dirty line overlapping `[start, start + nbytes)`, everywhere.
+
+        The lines stay resident, now clean. Returns the number of distinct lines written to DDR.
+        """
+        first, end = self._line_range(start, nbytes)
+        written: list[npt.NDArray[np.int64]] = []
+        for level in self.levels:
+            hit = (level.tags >= first) & (level.tags < end) & (level.dirty != 0)
+            written.append(level.tags[hit])
+            level.dirty[hit] = 0
+        return int(np.unique(np.concatenate(written)).size)
+
+    def invalidate(self, start: int, nbytes: int) -> int:
+        """Drop every line overlapping `[start, start + nbytes)`, everywhere, without writing back.
+
+        Returns the number of distinct lines that were resident in at least one cache.
+        """
+        first, end = self._line_range(start, nbytes)
+        dropped: list[npt.NDArray[np.int64]] = []
+        for level in self.levels:
+            hit = (level.tags >= first) & (level.tags < end)
+            dropped.append(level.tags[hit])
+            level.tags[hit] = -1
+            level.lru_stamps[hit] = 0
+            level.dirty[hit] = 0
+        return int(np.unique(np.concatenate(dropped)).size)
+
+    def _lines_of(self, addrs: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        raw = np.asarray(addrs)
+        if raw.ndim > 1:
+            raise ValueError(f"addrs: expected a 1-D array of addresses, got shape {raw.shape}")
+        if raw.dtype == np.bool_ or not np.issubdtype(raw.dtype, np.integer):
+            if raw.size:
+                raise TypeError(f"addrs: expected integer addresses, got dtype {raw.dtype}")
+            raw = raw.astype(np.int64)
+        raw = raw.reshape(-1)
+        if raw.size:
+            lowest, highest = int(raw.min()), int(raw.max())
+            if lowest < 0:
+                raise ValueError(f"addrs: addresses must not be negative, got {lowest}")
+            if highest > _INT64_MAX:
+                raise ValueError(f"addrs: address {highest} does not fit in 64-bit signed")
+        return np.ascontiguousarray(raw.astype(np.int64) // self.line_bytes)
+
+    def _line_range(self, start: int, nbytes: int) -> tuple[int, int]:
+        """Lines `[first, end)` that overlap the byte range."""
+        if start < 0:
+            raise ValueError(f"start: must not be negative, got {start}")
+        if nbytes < 0:
+            raise ValueError(f"nbytes: must not be negative, got {nbytes}")
+        first = int(start) // self.line_bytes
+        end = -(-(int(start) + int(nbytes)) // self.line_bytes) if nbytes else first
+        # Tags are int64; clamping keeps the comparison in range without changing its result.
+        return min(first, _INT64_MAX), min(end, _INT64_MAX)
+
+
+@njit
+def _find(tags: npt.NDArray[np.int64], cache: int, s: int, line: int) -> int:
+    """Way of `line` in set `s`, or -1."""
+    for way in range(tags.shape[2]):
+        if tags[cache, s, way] == line:
+            return way
+    return -1
+
+
+@njit
+def _insert(level: _Level, cache: int, s: int, line: int, dirty: int, stamp: int) -> int:
+    """Put `line` in set `s` as MRU; return the dirty line it evicted, or -1."""
+    tags, lru_stamps, dirt = level
+    victim = 0
+    for way in range(1, tags.shape[2]):
+        # Empty ways carry stamp 0, below every used one, so they are taken first.
+        if lru_stamps[cache, s, way] < lru_stamps[cache, s, victim]:
+            victim = way
+    evicted = -1
+    if tags[cache, s, victim] >= 0 and dirt[cache, s, victim] != 0:
+        evicted = tags[cache, s, victim]
+    tags[cache, s, victim] = line
+    lru_stamps[cache, s, victim] = stamp
+    dirt[cache, s, victim] = dirty
+    return evicted
+
+
+@njit
+def _write_back(level: _Level, cache: int, line: int, stamp: int) -> int:
+    """Take a dirty line evicted from the level above; return the dirty line this evicts, or -1."""
+    s = line & (level[0].shape[1] - 1)
+    way = _find(level[0], cache, s, line)
+    if way >= 0:
+        level[2][cache, s, way] = 1
+        return -1
+    return _insert(level, cache, s, line, 1, stamp)
+
+
+@njit
+def _access_kernel(
+    lines: npt.NDArray[np.int64],
+    is_write: npt.NDArray[np.bool_],
+    core: int,
+    l1d: _Level,
+    l2: _Level,
+    l3: _Level,
+    clock: int,
+) -> tuple[npt.NDArray[np.int64], int]:
+    """Run `lines` for `core`; return the counts and the advanced LRU clock.
+
+    counts = [L1D hits, L2 hits, L3 hits, DDR reads, DDR write-backs].
+    """
+    l1_hits = l2_hits = l3_hits = ddr_reads = ddr_writebacks = 0
+    l1_mask = l1d[0].shape[1] - 1
+    l2_mask = l2[0].shape[1] - 1
+    l3_mask = l3[0].shape[1] - 1
+    for i in range(lines.size):
+        line = lines[i]
+        dirty = 1 if is_write[i] else 0
+        clock += 1
+        s1 = line & l1_mask
+        way = _find(l1d[0], core, s1, line)
+        if way >= 0:
+            l1_hits += 1
+            l1d[1][core, s1, way] = clock
+            if dirty:
+                l1d[2][core, s1, way] = 1
+            continue
+        s2 = line & l2_mask
+        way = _find(l2[0], core, s2, line)
+        if way >= 0:
+            l2_hits += 1
+            l2[1][core, s2, way] = clock
+        else:
+            s3 = line & l3_mask
+            way = _find(l3[0], 0, s3, line)
+            if way >= 0:
+                l3_hits += 1
+                l3[1][0, s3, way] = clock
+            else:
+                ddr_reads += 1
+                if _insert(l3, 0, s3, line, 0, clock) >= 0:
+                    ddr_writebacks += 1
+            # Every fill and write-back takes a fresh stamp, so that two lines placed in one
+            # set during the same access keep the order in which they arrived.
+            clock += 1
+            evicted = _insert(l2, core, s2, line, 0, clock)
+            if evicted >= 0:
+                clock += 1
+                if _write_back(l3, 0, evicted, clock) >= 0:
+                    ddr_writebacks += 1
+        clock += 1
+        evicted = _insert(l1d, core, s1, line, dirty, clock)
+        if evicted >= 0:
+            clock += 1
+            evicted = _write_back(l2, core, evicted, clock)
+            if evicted >= 0:
+                clock += 1
+                if _write_back(l3, 0, evicted, clock) >= 0:
+                    ddr_writebacks += 1
+    counts = np.array([l1_hits, l2_hits, l3_hits, ddr_reads, ddr_writebacks], dtype=np.int64)
+    return counts, clock

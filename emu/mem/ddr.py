@@ -1,0 +1,165 @@
+"""The shared DDR: one bandwidth model every block's traffic flows through.
+
+A transfer waits the DDR latency, then its bytes flow at a rate the DDR assigns. With the
+`fair` policy the bandwidth is shared max-min fairly among the transfers in flight: each
+gets an equal share, except that a requester capped below its share (a port narrower than
+the DDR) keeps its cap and leaves the rest to the others. A transfer alone therefore takes
+`latency + bytes / min(bandwidth, cap)`; two equal transfers started together each take
+about twice the solo bandwidth time, and every byte asked for is moved exactly once.
+
+The model is event-driven on arrivals and departures only: rates are recomputed when a
+transfer starts or ends, and the next completion is scheduled directly, so the number of
+simulation events grows with the number of transfers, never with the bytes moved. All
+arithmetic is exact (fractions of a byte per picosecond); completion instants round up to
+the next whole picosecond.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import simpy
+
+from emu.soc.clock import PS_PER_S, ceil_div
+from emu.soc.component import Component
+from emu.soc.config import DdrConfig
+from emu.soc.sim import Sim
+from emu.soc.trace import TraceRecorder
+
+
+@dataclass
+class _Flow:
+    flow_id: int
+    requester: str
+    nbytes: int
+    write: bool
+    remaining: Fraction
+    cap: Fraction | None
+    done: simpy.Event
+    rate: Fraction = Fraction(0)
+
+
+def _share_fairly(total: Fraction, flows: list[_Flow]) -> None:
+    """Max-min fair rates (water-filling): capped flows keep their cap, the rest split."""
+    left = total
+    pending = sorted(flows, key=lambda f: (f.cap is None, f.cap or 0, f.flow_id))
+    for position, flow in enumerate(pending):
+        share = left / (len(pending) - position)
+        flow.rate = share if flow.cap is None or flow.cap >= share else flow.cap
+        left -= flow.rate
+
+
+# Bandwidth-sharing policies by name; `emu list` prints them.
+POLICIES: dict[str, tuple[Callable[[Fraction, list[_Flow]], None], str]] = {
+    "fair": (_share_fairly, "max-min fair sharing among transfers in flight (per-port caps)"),
+}
+
+
+class Ddr(Component):
+    """The DDR as a shared, latency-plus-bandwidth resource."""
+
+    def __init__(
+        self, name: str, parent: Component | None, env: Sim, cfg: DdrConfig,
+        recorder: TraceRecorder,
+    ) -> None:
+        super().__init__(name, parent)
+        if cfg.policy not in POLICIES:
+            raise ValueError(f"{self.path}: unknown DDR policy {cfg.policy!r}")
+        self.env = env
+        self.cfg = cfg
+        self._share = POLICIES[cfg.policy][0]
+        self._bw_bytes_per_ps = Fraction(cfg.bw_bytes_per_s) / PS_PER_S
+        self._flows: list[_Flow] = []
+        self._next_id = 0
+        self._epoch = 0  # invalidates completion timers made stale by a rate change
+        self._last_ps: int = env.now
+        self._busy_since: int | None = None
+        self._track = recorder.track(self.path)
+        self.busy_ps = 0
+        self.bytes_by_requester: dict[str, int] = {}
+
+    def transfer(
+        self, nbytes: int, requester: str, *, write: bool = False,
+        cap_bytes_per_s: float | None = None, latency_ps: int | None = None,
+    ) -> simpy.Event:
+        """Move `nbytes` for `requester`; the returned event fires when the last byte lands.
+
+        `cap_bytes_per_s` is the requester's own port limit; `latency_ps` replaces the DDR
+        latency when the requester knows better (e.g. several misses in a row).
+        """
+        if nbytes < 0:
+            raise ValueError(f"{self.path}: negative transfer size {nbytes} from {requester}")
+        done = self.env.event()
+        cap = None if cap_bytes_per_s is None else Fraction(cap_bytes_per_s) / PS_PER_S
+        flow = _Flow(self._next_id, requester, nbytes, write, Fraction(nbytes), cap, done)
+        self._next_id += 1
+        self.count("transfers")
+        self.count("bytes_written" if write else "bytes_read", nbytes)
+        self.bytes_by_requester[requester] = self.bytes_by_requester.get(requester, 0) + nbytes
+        wait_ps = self.cfg.latency_ps if latency_ps is None else latency_ps
+        if wait_ps == 0:
+            self._admit(flow)
+        else:
+            self.env.timeout(wait_ps).callbacks.append(lambda _ev: self._admit(flow))
+        return done
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flows)
+
+    def _admit(self, flow: _Flow) -> None:
+        if flow.nbytes == 0:
+            flow.done.succeed()
+            return
+        self._advance()
+        self._flows.append(flow)
+        self._reschedule()
+
+    def _advance(self) -> None:
+        """Apply the progress every flow made at its rate since the last change."""
+        now = self.env.now
+        elapsed = now - self._last_ps
+        if elapsed:
+            for flow in self._flows:
+                flow.remaining -= flow.rate * elapsed
+        self._last_ps = now
+
+    def _reschedule(self) -> None:
+        self._epoch += 1
+        now = self.env.now
+        if not self._flows:
+            if self._busy_since is not None:
+                self.busy_ps += now - self._busy_since
+                self._busy_since = None
+            self._track.counter("ddr", now, transfers=0, gb_per_s=0.0)
+            return
+        if self._busy_since is None:
+            self._busy_since = now
+        self._share(self._bw_bytes_per_ps, self._flows)
+        in_use = sum(f.rate for f in self._flows) * PS_PER_S / 10**9
+        self._track.counter("ddr", now, transfers=len(self._flows), gb_per_s=float(in_use))
+        wait = min(ceil_div(f.remaining, f.rate) for f in self._flows)
+        epoch = self._epoch
+        self.env.timeout(max(wait, 0)).callbacks.append(lambda _ev: self._on_timer(epoch))
+
+    def _on_timer(self, epoch: int) -> None:
+        if epoch != self._epoch:
+            return
+        self._advance()
+        finished = [f for f in self._flows if f.remaining <= 0]
+        self._flows = [f for f in self._flows if f.remaining > 0]
+        self._reschedule()
+        for flow in finished:
+            flow.done.succeed()
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        busy = self.busy_ps
+        if self._busy_since is not None:
+            busy += self.env.now - self._busy_since
+        out["busy_ps"] = busy
+        out["bytes_by_requester"] = dict(sorted(self.bytes_by_requester.items()))
+        return out

@@ -1,0 +1,1 @@
+"""Reports of a run: JSON documents, human-readable tables and Perfetto traces."""

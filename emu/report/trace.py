@@ -1,0 +1,76 @@
+"""Export a recording as Chrome trace-event JSON, which the Perfetto UI opens.
+
+Tracks are grouped into processes by the first component below the root (`soc.bpu.core0`
+goes to process `bpu`, thread `core0`); each track is one thread. Timestamps are microseconds
+with picosecond precision; events are sorted so the file does not depend on recording order
+within one instant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emu.soc.trace import Recording
+
+_PS_PER_US = 1_000_000
+
+
+def _us(ps: int) -> float:
+    return ps / _PS_PER_US
+
+
+def _split(path: str) -> tuple[str, str]:
+    parts = path.split(".")
+    if parts[0] == "soc" and len(parts) > 1:
+        parts = parts[1:]
+    if len(parts) > 1:
+        return parts[0], ".".join(parts[1:])
+    return parts[0], parts[0]
+
+
+def chrome_trace(recording: Recording, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The trace-event document (`{"traceEvents": [...]}`) for a recording."""
+    processes: dict[str, int] = {}
+    where: list[tuple[int, int]] = []
+    meta: list[dict[str, Any]] = []
+    threads_in: dict[int, int] = {}
+    for path in recording.tracks:
+        process, thread = _split(path)
+        if process not in processes:
+            pid = len(processes) + 1
+            processes[process] = pid
+            meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                         "args": {"name": process}})
+            meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                         "args": {"sort_index": pid}})
+        pid = processes[process]
+        tid = threads_in.get(pid, 0) + 1
+        threads_in[pid] = tid
+        where.append((pid, tid))
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                     "args": {"name": thread}})
+        meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                     "args": {"sort_index": tid}})
+
+    timed: list[tuple[int, int, int, int, dict[str, Any]]] = []
+    for order, s in enumerate(recording.slices):
+        pid, tid = where[s.track]
+        event: dict[str, Any] = {"ph": "X", "name": s.name, "pid": pid, "tid": tid,
+                                 "ts": _us(s.start_ps), "dur": _us(s.end_ps - s.start_ps)}
+        if s.args:
+            event["args"] = dict(s.args)
+        # Longer slices first at equal start, so enclosing slices precede their children.
+        timed.append((s.start_ps, -(s.end_ps - s.start_ps), pid * 10_000 + tid, order, event))
+    for order, c in enumerate(recording.counters, start=len(recording.slices)):
+        pid, _ = where[c.track]
+        event = {"ph": "C", "name": c.name, "pid": pid, "tid": 0, "ts": _us(c.at_ps),
+                 "args": dict(c.values)}
+        timed.append((c.at_ps, 0, pid * 10_000, order, event))
+    timed.sort(key=lambda item: item[:4])
+    doc: dict[str, Any] = {
+        "traceEvents": meta + [item[4] for item in timed],
+        "displayTimeUnit": "ns",
+    }
+    if metadata:
+        doc["otherData"] = metadata
+    return doc

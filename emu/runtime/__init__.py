@@ -1,0 +1,1 @@
+"""The board's runtime APIs under their C names, and the host timeline they advance."""

@@ -1,0 +1,57 @@
+"""Simulated time: an integer count of picoseconds, and per-block clocks.
+
+SimPy's clock holds these integers directly. Every conversion from cycles or bytes rounds
+up to a whole picosecond (work never takes less than it costs), and is exact: frequencies
+and bandwidths are turned into fractions, so no float rounding leaks into the timeline.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+PS_PER_S = 10**12
+PS_PER_US = 10**6
+PS_PER_MS = 10**9
+
+
+def ceil_div(num: Fraction | int, den: Fraction | int) -> int:
+    """Smallest integer >= num / den, exactly."""
+    q = Fraction(num) / Fraction(den)
+    return -((-q.numerator) // q.denominator)
+
+
+class Clock:
+    """A block's clock: converts its cycles to simulation ticks (picoseconds)."""
+
+    def __init__(self, name: str, freq_hz: float) -> None:
+        if not freq_hz > 0:
+            raise ValueError(f"clock {name}: frequency must be positive, got {freq_hz!r}")
+        self.name = name
+        self.freq_hz = freq_hz
+        self._freq = Fraction(freq_hz)
+
+    def cycles_to_ps(self, cycles: int | float) -> int:
+        if cycles < 0:
+            raise ValueError(f"clock {self.name}: negative cycle count {cycles!r}")
+        return ceil_div(Fraction(cycles) * PS_PER_S, self._freq)
+
+    def ps_to_cycles(self, ps: int) -> float:
+        return float(Fraction(ps) * self._freq / PS_PER_S)
+
+    def __repr__(self) -> str:
+        return f"Clock({self.name!r}, {self.freq_hz:g} Hz)"
+
+
+def bytes_to_ps(nbytes: int, bytes_per_s: float) -> int:
+    """Time to move `nbytes` at a steady `bytes_per_s`, rounded up to a picosecond."""
+    if nbytes < 0:
+        raise ValueError(f"negative byte count {nbytes}")
+    return ceil_div(Fraction(nbytes) * PS_PER_S, Fraction(bytes_per_s))
+
+
+def ps_to_ms(ps: int) -> float:
+    return ps / PS_PER_MS
+
+
+def ps_to_us(ps: int) -> float:
+    return ps / PS_PER_US

@@ -1,0 +1,423 @@
+"""The hardware description: typed, frozen, unit-aware configuration blocks and their loader.
+
+One frozen dataclass per piece of hardware. Each field declares its dimension (unit), a
+one-line description and whatever bounds make the hardware possible; the values themselves
+live in presets (TOML data in `emu/soc/presets/`), where every value also carries its
+provenance: documented (and where) or calibrated (to what).
+
+Resolution order, as on the command line: preset, then `--config FILE.toml` (a partial
+config layered over it), then each `--set dotted.key=value` in turn. Unknown keys, wrong
+types, bad units and impossible hardware raise `ConfigError` with one line naming the full
+key path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from emu.errors import ConfigError
+from emu.soc.units import format_quantity, parse_quantity
+
+
+def param(
+    unit: str,
+    desc: str,
+    *,
+    minimum: float | None = None,
+    positive: bool = False,
+    power_of_two: bool = False,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    """Declare a hardware parameter: its unit, what it means, and what values are possible."""
+    return field(
+        metadata={
+            "unit": unit,
+            "desc": desc,
+            "minimum": minimum,
+            "positive": positive,
+            "power_of_two": power_of_two,
+            "choices": choices,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class CacheLevelConfig:
+    """One level of the A55 data-cache hierarchy."""
+
+    size_bytes: int = param("bytes", "capacity of one cache at this level", power_of_two=True)
+    ways: int = param("count", "associativity (ways per set)", minimum=1)
+    hit_latency_cycles: int = param("cycles", "load-to-use latency of a hit here", minimum=0)
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    """The A55 cluster."""
+
+    cores: int = param("count", "A55 cores in the cluster", minimum=1)
+    freq_hz: float = param("Hz", "A55 core clock", positive=True)
+    issue_width: int = param("count", "instructions issued per cycle (in-order)", minimum=1)
+    fdiv_cycles: int = param(
+        "cycles", "cycles one float32 division holds the divider (not pipelined)", minimum=1
+    )
+    line_bytes: int = param("bytes", "cache line size at every level", power_of_two=True)
+    l1d: CacheLevelConfig = param("block", "private L1 data cache of each core")
+    l2: CacheLevelConfig = param("block", "private L2 cache of each core")
+    l3: CacheLevelConfig = param("block", "L3 cache shared by the cluster")
+    miss_overlap: int = param(
+        "count", "line fills from DDR one core keeps in flight (memory-level parallelism)",
+        minimum=1,
+    )
+    ddr_port_bytes_per_s: float = param(
+        "bytes/s", "most DDR bandwidth one core's line fills can draw", positive=True
+    )
+    api_call_ps: int = param("ps", "CPU time of one runtime API call", minimum=0)
+
+
+@dataclass(frozen=True)
+class BpuConfig:
+    """The BPU (Bayes) neural-network cores."""
+
+    cores: int = param("count", "BPU cores", minimum=1)
+    freq_hz: float = param("Hz", "BPU clock", positive=True)
+    macs_per_cycle: int = param("count", "int8 multiply-accumulates per cycle per core", minimum=1)
+    sram_bytes: int = param("bytes", "on-chip SRAM per core", positive=True)
+    ddr_port_bytes_per_s: float = param(
+        "bytes/s", "most DDR bandwidth one BPU core can draw", positive=True
+    )
+    task_overhead_ps: int = param("ps", "fixed cost of starting a task on a core", minimum=0)
+
+
+@dataclass(frozen=True)
+class TcmConfig:
+    """The local data RAMs of one vDSP core."""
+
+    banks: int = param("count", "TCM banks per core", minimum=1)
+    bank_bytes: int = param("bytes", "capacity of one TCM bank", positive=True)
+    sub_banks: int = param("count", "sub-banks per TCM bank (gather/scatter conflicts)", minimum=1)
+    reserved_bytes: int = param(
+        "bytes", "bytes of each bank taken by runtime and tile-manager metadata", minimum=0
+    )
+
+
+@dataclass(frozen=True)
+class IdmaConfig:
+    """The iDMA engine of one vDSP core."""
+
+    channels: int = param("count", "iDMA channels", minimum=1)
+    queue_depth: int = param("count", "descriptors a channel's queue holds", minimum=1)
+    bytes_per_cycle: float = param(
+        "bytes/cycle", "peak iDMA bandwidth per channel, in DSP cycles", positive=True
+    )
+    descriptor_latency_cycles: int = param(
+        "cycles", "fixed cost of one descriptor (fetch, setup, completion)", minimum=0
+    )
+
+
+@dataclass(frozen=True)
+class VdspConfig:
+    """The Vision-P6-style vDSP cores."""
+
+    cores: int = param("count", "vDSP cores", minimum=1)
+    freq_hz: float = param("Hz", "DSP clock", positive=True)
+    vliw_slots: int = param("count", "issue slots per VLIW bundle", minimum=1)
+    simd_bits: int = param("count", "SIMD register width in bits", power_of_two=True, minimum=8)
+    loads_per_bundle: int = param("count", "vector loads per bundle", minimum=1)
+    stores_per_bundle: int = param("count", "vector stores per bundle", minimum=1)
+    tcm: TcmConfig = param("block", "local data RAM (TCM) of each core")
+    idma: IdmaConfig = param("block", "iDMA engine of each core")
+    rpc_overhead_ps: int = param("ps", "ARM-to-DSP RPC round-trip cost of one call", minimum=0)
+
+
+DDR_POLICIES = ("fair",)
+
+
+@dataclass(frozen=True)
+class DdrConfig:
+    """The DDR every block's traffic shares."""
+
+    bw_bytes_per_s: float = param("bytes/s", "peak DDR bandwidth shared by all", positive=True)
+    latency_ps: int = param("ps", "latency of a transfer before data flows", minimum=0)
+    policy: str = param("name", "how concurrent transfers share bandwidth", choices=DDR_POLICIES)
+
+
+@dataclass(frozen=True)
+class MemConfig:
+    """The CMA/ION pool and the cost of CPU cache maintenance on it."""
+
+    pool_bytes: int = param("bytes", "size of the CMA/ION pool in DDR", positive=True)
+    alignment_bytes: int = param("bytes", "alignment of every pool allocation", power_of_two=True)
+    clean_bytes_per_s: float = param(
+        "bytes/s", "rate of a cache clean (write back) over a cached buffer", positive=True
+    )
+    invalidate_bytes_per_s: float = param(
+        "bytes/s", "rate of a cache invalidate over a cached buffer", positive=True
+    )
+    maintenance_call_ps: int = param("ps", "fixed cost of one clean/invalidate call", minimum=0)
+
+
+@dataclass(frozen=True)
+class SocConfig:
+    """The whole SoC."""
+
+    cpu: CpuConfig = param("block", "8 x A55 CPU cluster")
+    bpu: BpuConfig = param("block", "BPU cores")
+    vdsp: VdspConfig = param("block", "vDSP cores")
+    ddr: DdrConfig = param("block", "shared DDR")
+    mem: MemConfig = param("block", "CMA/ION memory pool")
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    """What the schema says about one leaf key."""
+
+    key: str
+    unit: str
+    desc: str
+    type: type
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """A configuration after preset, file and overrides, with each value's provenance."""
+
+    soc: SocConfig
+    preset: str
+    sources: Mapping[str, str]
+
+    def leaves(self) -> Iterator[tuple[FieldInfo, Any, str]]:
+        """Every leaf as (schema info, value, provenance), in declaration order."""
+        for info in schema_fields():
+            yield info, get_path(self.soc, info.key), self.sources[info.key]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The values as nested plain data, one object per block."""
+        return _as_dict(self.soc)
+
+
+def schema_fields(cls: type = SocConfig, prefix: str = "") -> list[FieldInfo]:
+    """All leaf keys of a config class, depth first in declaration order."""
+    hints = typing.get_type_hints(cls)
+    out: list[FieldInfo] = []
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            out.extend(schema_fields(typing.cast(type, kind), key + "."))
+        else:
+            out.append(FieldInfo(key, f.metadata["unit"], f.metadata["desc"], kind))
+    return out
+
+
+def get_path(obj: Any, key: str) -> Any:
+    for part in key.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def format_value(info: FieldInfo, value: Any) -> str:
+    if info.unit == "name":
+        return str(value)
+    return format_quantity(value, info.unit)
+
+
+def preset_names() -> list[str]:
+    folder = resources.files("emu.soc") / "presets"
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_config(
+    preset: str = "j5",
+    config_file: str | Path | None = None,
+    overrides: Sequence[str] = (),
+) -> ResolvedConfig:
+    """Resolve preset, then the partial config file, then each `key=value` override."""
+    values, sources = _read_preset(preset)
+    if config_file is not None:
+        path = Path(config_file)
+        for key, value in _flatten(_read_toml(path), f"{path}", ""):
+            _set_leaf(values, sources, key, value, f"config file {path}")
+    for item in overrides:
+        key, value = _parse_override(item)
+        _set_leaf(values, sources, key, value, "--set")
+    soc = _build(SocConfig, values, "")
+    _check_consistency(soc)
+    return ResolvedConfig(soc=soc, preset=preset, sources=sources)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _read_preset(name: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read a preset; every leaf must be `{value = ..., source = "..."}`."""
+    if name not in preset_names():
+        raise ConfigError(
+            f"--preset {name!r}: no such preset (available: {', '.join(preset_names())})"
+        )
+    text = (resources.files("emu.soc") / "presets" / f"{name}.toml").read_text("utf-8")
+    where = f"preset {name}"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML ({exc})") from None
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    known = {info.key for info in schema_fields()}
+    for key, entry in _flatten(data, where, "", leaf_tables=True):
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key {key!r}")
+        if not (isinstance(entry, dict) and set(entry) == {"value", "source"}):
+            raise ConfigError(f"{where}: {key} must be {{value = ..., source = \"...\"}}")
+        source = entry["source"]
+        if not (isinstance(source, str) and source.split(":")[0] in ("documented", "calibrated")):
+            raise ConfigError(
+                f"{where}: {key}.source must start with 'documented:' or 'calibrated:'"
+            )
+        values[key] = entry["value"]
+        sources[key] = source
+    missing = sorted(known - set(values))
+    if missing:
+        raise ConfigError(f"{where}: missing {missing[0]} (and {len(missing) - 1} more)")
+    return values, sources
+
+
+def _flatten(
+    data: Mapping[str, Any], where: str, prefix: str, leaf_tables: bool = False
+) -> Iterator[tuple[str, Any]]:
+    """Walk nested tables into dotted keys; `leaf_tables` treats {value, source} as leaves."""
+    for name, value in data.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, dict) and not (leaf_tables and "value" in value):
+            yield from _flatten(value, where, key + ".", leaf_tables)
+        else:
+            yield key, value
+
+
+def _parse_override(item: str) -> tuple[str, Any]:
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. vdsp.freq_hz=800e6")
+    text = text.strip()
+    try:
+        # TOML gives numbers, booleans and quoted strings their types; anything else
+        # (e.g. "128KiB") stays text for the unit parser.
+        return key, tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key, text
+
+
+def _set_leaf(
+    values: dict[str, Any], sources: dict[str, str], key: str, value: Any, origin: str
+) -> None:
+    if key not in values:
+        hint = _closest_block(key)
+        raise ConfigError(f"{origin}: unknown config key {key!r}{hint}")
+    values[key] = value
+    sources[key] = f"override: {origin}"
+
+
+def _closest_block(key: str) -> str:
+    """Point at the keys of the nearest existing block, to help with typos."""
+    parts = key.split(".")
+    by_prefix: dict[str, list[str]] = {}
+    for info in schema_fields():
+        head = info.key.rsplit(".", 1)[0] if "." in info.key else ""
+        by_prefix.setdefault(head, []).append(info.key.rsplit(".", 1)[-1])
+    for depth in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:depth])
+        if head in by_prefix:
+            return f" (keys of {head}: {', '.join(by_prefix[head])})"
+    return f" (blocks: {', '.join(f.name for f in dataclasses.fields(SocConfig))})"
+
+
+def _build(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            kwargs[f.name] = _build(typing.cast(type, kind), values, key + ".")
+        else:
+            kwargs[f.name] = _coerce(key, values[key], kind, f.metadata)
+    return cls(**kwargs)
+
+
+def _coerce(key: str, raw: Any, kind: type, meta: Mapping[str, Any]) -> Any:
+    unit = meta["unit"]
+    if kind is str:
+        choices = meta["choices"] or ()
+        if raw not in choices:
+            raise ConfigError(f"{key}: expected one of {', '.join(choices)}, got {raw!r}")
+        return raw
+    try:
+        value = parse_quantity(raw, unit, integer=kind is int)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    if meta["positive"] and not value > 0:
+        raise ConfigError(f"{key}: must be greater than 0, got {raw!r}")
+    if meta["minimum"] is not None and value < meta["minimum"]:
+        raise ConfigError(f"{key}: must be at least {meta['minimum']:g}, got {raw!r}")
+    if meta["power_of_two"] and not (value > 0 and math.log2(value).is_integer()):
+        raise ConfigError(f"{key}: must be a power of two, got {raw!r}")
+    return value
+
+
+def _check_consistency(soc: SocConfig) -> None:
+    """Rules that relate several fields: hardware that cannot exist."""
+    line = soc.cpu.line_bytes
+    for level in ("l1d", "l2", "l3"):
+        cache: CacheLevelConfig = getattr(soc.cpu, level)
+        lines = cache.size_bytes // line
+        if lines < cache.ways or lines % cache.ways:
+            raise ConfigError(
+                f"cpu.{level}.ways: {cache.ways} ways do not divide "
+                f"{cache.size_bytes} B of {line}-byte lines"
+            )
+        sets = lines // cache.ways
+        if sets & (sets - 1):
+            raise ConfigError(
+                f"cpu.{level}.ways: {cache.ways} ways give {sets} sets, which is not a power of two"
+            )
+    tcm = soc.vdsp.tcm
+    if tcm.reserved_bytes >= tcm.bank_bytes:
+        raise ConfigError(
+            f"vdsp.tcm.reserved_bytes: {tcm.reserved_bytes} B leaves nothing of a "
+            f"{tcm.bank_bytes} B bank (vdsp.tcm.bank_bytes)"
+        )
+    if tcm.bank_bytes % tcm.sub_banks:
+        raise ConfigError(
+            f"vdsp.tcm.sub_banks: {tcm.sub_banks} does not divide the {tcm.bank_bytes} B bank"
+        )
+    vdsp = soc.vdsp
+    if vdsp.loads_per_bundle > vdsp.vliw_slots or vdsp.stores_per_bundle > vdsp.vliw_slots:
+        raise ConfigError(
+            f"vdsp.loads_per_bundle: more memory ops per bundle than the {vdsp.vliw_slots} slots"
+        )
+    if soc.mem.pool_bytes % soc.mem.alignment_bytes:
+        raise ConfigError(
+            f"mem.pool_bytes: {soc.mem.pool_bytes} B is not a multiple of "
+            f"mem.alignment_bytes ({soc.mem.alignment_bytes} B)"
+        )
+
+
+def _as_dict(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _as_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    return obj

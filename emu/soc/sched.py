@@ -1,0 +1,187 @@
+"""Task queues in front of a group of identical cores (BPU cores, vDSP cores, A55 cores).
+
+The board's runtimes order waiting tasks by priority (0-255, higher first), then by a
+user-supplied custom id (smaller first: a timestamp or frame number), then by arrival. A
+task may be pinned to one core or take any free one; when several cores are free, the
+lowest-numbered one takes it. Priority 255 preempts: a running task of lower priority
+gives up its core at its next stage boundary (a layer on the BPU, a tile on the DSP) when
+a 255 task is waiting for that core, and resumes later from the stage where it stopped.
+
+A task is a sequence of stages. A stage is either a fixed duration in picoseconds or a
+SimPy generator function that does the work (waits for DMA, DDR, ...). Submitting returns
+at once; the task's `done` event fires when its last stage ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from emu.soc.component import Component
+from emu.soc.sim import Sim
+from emu.soc.trace import TraceRecorder
+
+PRIORITY_LOWEST = 0
+PRIORITY_HIGHEST = 255
+PRIORITY_PREEMPT = PRIORITY_HIGHEST
+ANY_CORE = -1
+
+StageBody = Callable[["CoreSlot"], Generator[simpy.Event, Any, None]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One uninterruptible piece of a task."""
+
+    name: str
+    body: int | StageBody
+
+
+@dataclass
+class Task:
+    """Work submitted to a core group; the fields below `stages` are filled by the queue."""
+
+    name: str
+    stages: Sequence[Stage]
+    priority: int = PRIORITY_LOWEST
+    custom_id: int = 0
+    core: int = ANY_CORE
+    seq: int = -1
+    submitted_ps: int = -1
+    started_ps: int = -1
+    finished_ps: int = -1
+    ran_on: list[int] = field(default_factory=list)
+    preemptions: int = 0
+    next_stage: int = 0
+    done: simpy.Event | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_ps >= 0
+
+    def order_key(self) -> tuple[int, int, int]:
+        return (-self.priority, self.custom_id, self.seq)
+
+
+class CoreSlot:
+    """What a running stage sees of the core it runs on."""
+
+    def __init__(self, group: CoreGroup, index: int) -> None:
+        self.group = group
+        self.index = index
+        self.env = group.env
+        self.track = group.recorder.track(f"{group.path}.core{index}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.group.path}.core{self.index}"
+
+
+class CoreGroup(Component):
+    """N identical cores behind one priority queue."""
+
+    def __init__(
+        self, name: str, parent: Component | None, env: Sim, cores: int,
+        recorder: TraceRecorder, start_overhead_ps: int = 0,
+    ) -> None:
+        super().__init__(name, parent)
+        if cores < 1:
+            raise ValueError(f"{self.path}: needs at least one core, got {cores}")
+        self.env = env
+        self.recorder = recorder
+        self.start_overhead_ps = start_overhead_ps
+        self.slots = [CoreSlot(self, i) for i in range(cores)]
+        self._running: list[Task | None] = [None] * cores
+        self._pending: list[Task] = []
+        self._seq = 0
+        self.busy_ps = [0] * cores
+
+    @property
+    def cores(self) -> int:
+        return len(self.slots)
+
+    def submit(self, task: Task) -> simpy.Event:
+        """Queue `task`; returns its completion event at once."""
+        if not PRIORITY_LOWEST <= task.priority <= PRIORITY_HIGHEST:
+            raise ValueError(f"{self.path}: priority {task.priority} outside 0..255")
+        if task.core != ANY_CORE and not 0 <= task.core < self.cores:
+            raise ValueError(f"{self.path}: no core {task.core} (cores 0..{self.cores - 1})")
+        if task.seq >= 0:
+            raise ValueError(f"{self.path}: task {task.name!r} was already submitted")
+        task.seq = self._seq
+        self._seq += 1
+        task.submitted_ps = self.env.now
+        task.done = self.env.event()
+        self._pending.append(task)
+        self.count("tasks_submitted")
+        self._dispatch()
+        return task.done
+
+    def queued(self) -> int:
+        return len(self._pending)
+
+    def _best_for(self, core: int) -> Task | None:
+        eligible = [t for t in self._pending if t.core in (ANY_CORE, core)]
+        return min(eligible, key=Task.order_key) if eligible else None
+
+    def _dispatch(self) -> None:
+        for core, running in enumerate(self._running):
+            if running is None:
+                task = self._best_for(core)
+                if task is not None:
+                    self._pending.remove(task)
+                    self._running[core] = task
+                    self.env.process(self._run(core, task))
+
+    def _preempt_wanted(self, core: int, task: Task) -> bool:
+        if task.priority >= PRIORITY_PREEMPT:
+            return False
+        return any(
+            t.priority >= PRIORITY_PREEMPT and t.core in (ANY_CORE, core) for t in self._pending
+        )
+
+    def _run(self, core: int, task: Task) -> Generator[simpy.Event, Any, None]:
+        slot = self.slots[core]
+        began = self.env.now
+        if task.started_ps < 0:
+            task.started_ps = began
+        task.ran_on.append(core)
+        if self.start_overhead_ps:
+            yield self.env.timeout(self.start_overhead_ps)
+        while task.next_stage < len(task.stages):
+            stage = task.stages[task.next_stage]
+            stage_start = self.env.now
+            if isinstance(stage.body, int):
+                yield self.env.timeout(stage.body)
+            else:
+                yield from stage.body(slot)
+            if stage.name != task.name:
+                slot.track.slice(stage.name, stage_start, self.env.now, task=task.name)
+            task.next_stage += 1
+            if task.next_stage < len(task.stages) and self._preempt_wanted(core, task):
+                task.preemptions += 1
+                self.count("preemptions")
+                break
+        end = self.env.now
+        self.busy_ps[core] += end - began
+        slot.track.slice(task.name, began, end, priority=task.priority,
+                         custom_id=task.custom_id)
+        self._running[core] = None
+        if task.next_stage < len(task.stages):
+            self._pending.append(task)
+        else:
+            task.finished_ps = end
+            self.count("tasks_done")
+            assert task.done is not None
+            task.done.succeed(task)
+        self._dispatch()
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        now = self.env.now
+        out["busy_ps"] = list(self.busy_ps)
+        out["utilisation"] = [round(b / now, 6) if now else 0.0 for b in self.busy_ps]
+        return out

@@ -1,0 +1,1 @@
+"""vDSP cores: the RPC queue in front of the cores and their iDMA engines."""

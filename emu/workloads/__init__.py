@@ -1,0 +1,1 @@
+"""What users run on the emulated SoC: scenarios and workloads."""

@@ -1,0 +1,116 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from emu.cli.main import main
+from tests.report.test_trace import validate_chrome_trace
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_config_show_json_satisfies_the_contract(capsys):
+    code, out, err = _run(capsys, "config", "show", "--json")
+    assert code == 0 and err == ""
+    cfg = json.loads(out)
+    assert {"cpu", "bpu", "vdsp", "ddr", "mem"} <= set(cfg)
+    assert cfg["bpu"]["cores"] == 2 and cfg["vdsp"]["cores"] == 2
+    assert cfg["vdsp"]["tcm"]["banks"] == 2 and cfg["vdsp"]["tcm"]["bank_bytes"] == 131072
+
+
+def test_config_show_applies_set(capsys):
+    code, out, _ = _run(capsys, "config", "show", "--json", "--set", "vdsp.cores=3")
+    assert code == 0 and json.loads(out)["vdsp"]["cores"] == 3
+
+
+def test_config_show_table_has_units_and_sources(capsys):
+    code, out, _ = _run(capsys, "config", "show", "--set", "vdsp.freq_hz=800MHz")
+    assert code == 0
+    line = next(row for row in out.splitlines() if row.startswith("vdsp.freq_hz "))
+    assert "800 MHz" in line and "override: --set" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["config", "show", "--set", "nosuch.key=1"], "nosuch.key"),
+        (["config", "show", "--set", "vdsp.freq_hz=12KiB"], "vdsp.freq_hz"),
+        (["config", "show", "--set", "bpu.cores=0"], "bpu.cores"),
+        (["config", "show", "--preset", "j9"], "j9"),
+        (["config", "show", "--config", "/nonexistent/x.toml"], "/nonexistent/x.toml"),
+        (["scenario", "cameras", "--frames", "0"], "frames"),
+        (["scenario", "cameras", "--trace", "/nonexistent/dir/t.json"], "/nonexistent/dir"),
+        (["frobnicate"], "frobnicate"),
+        (["scenario", "cameras", "--fps", "fast"], "--fps"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line_naming_the_culprit(capsys, argv, needle):
+    code, out, err = _run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err
+    assert "Traceback" not in err
+
+
+def test_no_partial_trace_file_on_error(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    code, _, _ = _run(capsys, "scenario", "cameras", "--trace", str(trace), "--set", "bpu.cores=0")
+    assert code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_scenario_json_and_trace(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    code, out, _err = _run(capsys, "scenario", "cameras", "--frames", "2", "--fps", "60",
+                          "--json", "--trace", str(trace))
+    assert code == 0
+    report = json.loads(out)
+    assert [c["frames"] for c in report["results"]["cameras"]] == [2, 2]
+    assert report["config"]["bpu"]["cores"] == 2
+    assert report["stats"]["bpu"]["tasks_done"] == 4
+    doc = json.loads(trace.read_text())
+    validate_chrome_trace(doc)
+    threads = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    assert {"core0", "core1", "ddr", "cam0", "cam1", "core0.idma.ch0"} <= threads
+
+
+def test_same_scenario_twice_gives_identical_report_and_trace(tmp_path, capsys):
+    outputs = []
+    for run in range(2):
+        trace = tmp_path / f"t{run}.json"
+        code, out, _ = _run(capsys, "scenario", "cameras", "--cameras", "3", "--frames", "3",
+                            "--fps", "400", "--json", "--trace", str(trace), "--seed", "7")
+        assert code == 0
+        outputs.append((out, trace.read_bytes()))
+    assert outputs[0] == outputs[1]
+    _, other, _ = _run(capsys, "scenario", "cameras", "--cameras", "3", "--frames", "3",
+                       "--fps", "400", "--json", "--seed", "8")
+    assert json.loads(other)["results"] != json.loads(outputs[0][0])["results"]
+
+
+def test_list_names_presets_scenarios_and_policies(capsys):
+    code, out, _ = _run(capsys, "list", "--json")
+    assert code == 0
+    items = {(i["kind"], i["name"]) for i in json.loads(out)}
+    assert {("preset", "j5"), ("scenario", "cameras"), ("ddr.policy", "fair")} <= items
+
+
+def test_help_is_instant_and_imports_no_heavy_module():
+    code = ("import sys; from emu.cli.main import main; main(['--help']); "
+            "heavy = {'numpy', 'numba', 'simpy'} & set(sys.modules); "
+            "sys.stderr.write(repr(sorted(heavy)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert "usage: emu" in done.stdout
+    assert done.stderr == "[]"
+
+
+def test_python_dash_m_emu_is_the_same_program():
+    done = subprocess.run([sys.executable, "-m", "emu", "--version"], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.startswith("emu ")

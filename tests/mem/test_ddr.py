@@ -1,0 +1,117 @@
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emu.mem.ddr import Ddr
+from emu.soc.config import load_config
+from emu.soc.sim import Sim
+from emu.soc.trace import TraceRecorder
+
+
+class CountingEnv(Sim):
+    """Counts the events the simulation processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def step(self) -> None:
+        self.steps += 1
+        super().step()
+
+
+def _ddr(bw: str = "1e12", latency: str = "100") -> tuple[CountingEnv, Ddr]:
+    cfg = load_config(overrides=[f"ddr.bw_bytes_per_s={bw}", f"ddr.latency_ps={latency}"]).soc.ddr
+    env = CountingEnv()
+    return env, Ddr("ddr", None, env, cfg, TraceRecorder(True))
+
+
+def _run(env, ddr, jobs) -> dict[str, int]:
+    """jobs: (name, start_ps, nbytes, cap or None); returns finish times."""
+    finished: dict[str, int] = {}
+
+    def job(name, start, nbytes, cap) -> Generator[simpy.Event, Any, None]:
+        yield env.timeout(start)
+        yield ddr.transfer(nbytes, name, cap_bytes_per_s=cap)
+        finished[name] = env.now
+
+    for name, start, nbytes, cap in jobs:
+        env.process(job(name, start, nbytes, cap))
+    env.run()
+    return finished
+
+
+def test_a_transfer_alone_takes_latency_plus_bytes_over_bandwidth():
+    env, ddr = _ddr(bw="25.6 GB/s", latency="100 ns")
+    finished = _run(env, ddr, [("a", 0, 1_000_000, None)])
+    # 1e6 B / 25.6e9 B/s = 39.0625 us, plus 100 ns.
+    assert finished == {"a": 100_000 + 39_062_500}
+
+
+def test_two_equal_concurrent_transfers_each_take_twice_the_solo_time():
+    env, ddr = _ddr()
+    solo = _run(*_ddr(), [("a", 0, 10_000, None)])["a"]
+    both = _run(env, ddr, [("a", 0, 10_000, None), ("b", 0, 10_000, None)])
+    assert solo == 100 + 10_000
+    assert both == {"a": 100 + 20_000, "b": 100 + 20_000}
+
+
+def test_late_arrival_shares_from_when_it_arrives():
+    env, ddr = _ddr()
+    # a, b flow from 100 at 1/2 B/ps each; c joins at 600 (after its latency), then 1/3
+    # each until a and b end at 2850; c then runs alone: 3000 - 750 B left at 1 B/ps.
+    finished = _run(env, ddr, [("a", 0, 1000, None), ("b", 0, 1000, None),
+                               ("c", 500, 3000, None)])
+    assert finished == {"a": 2850, "b": 2850, "c": 5100}
+    assert ddr.counters["bytes_read"] == 5000
+    assert ddr.stats()["busy_ps"] == 5000
+
+
+def test_capped_requester_keeps_its_cap_and_leaves_the_rest():
+    env, ddr = _ddr()
+    # DDR 1 B/ps; a is capped at 0.25 B/ps, so b gets 0.75 B/ps.
+    finished = _run(env, ddr, [("a", 0, 1000, 0.25e12), ("b", 0, 3000, None)])
+    assert finished == {"a": 100 + 4000, "b": 100 + 4000}
+
+
+def test_zero_byte_transfer_costs_only_latency():
+    env, ddr = _ddr()
+    assert _run(env, ddr, [("z", 0, 0, None)]) == {"z": 100}
+
+
+def test_negative_size_is_refused():
+    _, ddr = _ddr()
+    with pytest.raises(ValueError, match="negative transfer size"):
+        ddr.transfer(-1, "x")
+
+
+def test_event_count_does_not_grow_with_bytes():
+    counts = []
+    for nbytes in (10**3, 10**6, 10**9):
+        env, ddr = _ddr()
+        _run(env, ddr, [(f"t{i}", 37 * i, nbytes, None) for i in range(8)])
+        counts.append(env.steps)
+    assert counts[0] == counts[1] == counts[2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 20_000),
+                          st.one_of(st.none(), st.sampled_from([0.1e12, 0.5e12]))),
+                min_size=1, max_size=12))
+def test_bytes_are_conserved_and_no_transfer_beats_its_own_limit(jobs):
+    env, ddr = _ddr()
+    named = [(f"j{i}", start, nbytes, cap) for i, (start, nbytes, cap) in enumerate(jobs)]
+    finished = _run(env, ddr, named)
+    assert len(finished) == len(jobs)
+    assert ddr.counters["bytes_read"] == sum(n for _, n, _ in jobs)
+    assert ddr.stats()["bytes_by_requester"] == {name: n for name, _, n, _ in named}
+    for name, start, nbytes, cap in named:
+        rate = min(1.0, cap / 1e12) if cap else 1.0
+        assert finished[name] >= start + 100 + nbytes / rate - 1e-6
+    # The DDR never moves more than 1 B/ps: busy time covers every byte.
+    assert ddr.stats()["busy_ps"] >= sum(n for _, n, _ in jobs)
+    assert ddr.in_flight == 0

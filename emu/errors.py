@@ -29,3 +29,16 @@ class SimulationError(EmuError):
 
 class PoolError(UserError):
     """A memory-pool request cannot be met (exhaustion, fragmentation, bad free)."""
+
+
+class TaskError(EmuError):
+    """A task failed. The task records the message and completes as failed; the simulation
+    and the other tasks go on."""
+
+
+class DspError(TaskError):
+    """An operator on an emulated DSP failed: a fault, a tile that does not fit, bad arguments.
+
+    It fails the RPC task that ran the operator (the caller sees an error code and this
+    message); the emulator and the other tasks go on.
+    """

@@ -81,7 +81,36 @@ def build_parser() -> argparse.ArgumentParser:
     cams.add_argument("--gmacs", type=float, default=20.0,
                       help="GMAC per frame of each camera's network (default 20)")
     cams.add_argument("--seed", type=int, default=0, help="seed of the synthetic networks")
+
+    dsp = commands.add_parser(
+        "dsp", parents=[hardware, _output_options(trace=True)],
+        help="run a DSP operator on generated data through hbSys/hbDSP",
+        description="Run one vDSP operator on generated data as a host program would (pool "
+                    "buffers, cache clean, hbDSPRpc, wait, invalidate) and show where the "
+                    "simulated time goes: RPC, iDMA in, compute, iDMA out.")
+    dsp.add_argument("op", choices=["softmax", "quantize", "dequantize", "ping"],
+                     help="the operator")
+    dsp.add_argument("--shape", type=_shape, default=(64, 1000),
+                     help="tensor shape, e.g. 64,1000 (default)")
+    dsp.add_argument("--axis", type=int, default=-1, help="softmax / per-axis axis (default -1)")
+    dsp.add_argument("--dtype", choices=["int8", "uint8"], default="int8",
+                     help="quantised type (default int8)")
+    dsp.add_argument("--mode", choices=["scale", "shift"], default="scale",
+                     help="hbDNN quantisation type (default scale)")
+    dsp.add_argument("--per-axis", action="store_true", help="one scale per slice of --axis")
+    dsp.add_argument("--core", choices=["any", "0", "1"], default="any",
+                     help="dspCoreId of the calls (default any)")
+    dsp.add_argument("--rpcs", type=int, default=1, help="concurrent calls (default 1)")
+    dsp.add_argument("--priority", type=int, default=0, help="priority of the calls, 0-255")
+    dsp.add_argument("--seed", type=int, default=0, help="seed of the generated data")
     return parser
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 64,1000, got {text!r}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -98,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _config_show(args)
         if args.command == "list":
             return _list(args)
+        if args.command == "dsp":
+            return _dsp(args)
         return _scenario(args)
     except UserError as exc:
         print(f"emu: error: {exc}", file=sys.stderr)
@@ -150,6 +181,44 @@ def _list(args: argparse.Namespace) -> int:
         _emit_json([{"kind": k, "name": n, "description": d} for k, n, d in items])
     else:
         print(render(["kind", "name", "description"], items))
+    return EXIT_OK
+
+
+def _dsp(args: argparse.Namespace) -> int:
+    from emu.errors import InputError
+    from emu.report.document import dumps, write_atomic
+    from emu.report.table import render
+    from emu.report.trace import chrome_trace
+    from emu.runtime import session
+    from emu.workloads import dsp_ops
+
+    run = dsp_ops.DspRun(args.op, args.shape, args.axis, args.dtype, args.mode, args.per_axis,
+                         args.core, args.rpcs, args.priority, args.seed)
+    sess = session.start(args.preset, args.config, args.overrides, trace=args.trace is not None)
+    result = dsp_ops.execute(run)
+    sess.soc.finish()
+    failed = [call["error"] for call in result["rpcs"] if call["status"] != "ok"]
+    if failed:
+        raise InputError(f"dsp {run.op}: {failed[0]}")
+    result = {"preset": args.preset, **result}
+    if args.trace:
+        trace = chrome_trace(sess.soc.recorder.recording, {"preset": args.preset})
+        write_atomic(args.trace, dumps(trace))
+    if args.json:
+        _emit_json(result)
+        return EXIT_OK
+    rows = [(c["core"], c["compute_ms"], c["kernel_cycles"], c["bundles"], c["gather_cycles"],
+             c["fdiv_stall_cycles"], c["idma_in_ms"], c["idma_in_bytes"], c["idma_out_ms"],
+             c["idma_out_bytes"]) for c in result["cores"]]
+    print(render(["core", "compute ms", "cycles", "bundles", "gather cyc", "fdiv stall",
+                  "iDMA in ms", "in bytes", "iDMA out ms", "out bytes"], rows,
+                 title=f"dsp {run.op} {'x'.join(map(str, run.shape))} on preset {args.preset}"))
+    for k, call in enumerate(result["rpcs"]):
+        print(f"call {k}: core {call['core']}, {call['status']}, done after "
+              f"{call['latency_ms']:.3f} ms" + (f" ({call['error']})" if call["error"] else ""))
+    print(f"RPC overhead per call {result['rpc_overhead_ms']:.3f} ms; calls took "
+          f"{result['calls_ms']:.3f} ms; with buffer set-up and cache maintenance "
+          f"{result['total_ms']:.3f} ms")
     return EXIT_OK
 
 

@@ -58,17 +58,21 @@ class Host:
         """
         if task.done is None:
             raise SimulationError(f"host {self.name}: task {task.name!r} was never submitted")
+        return self.wait_event(task.done, timeout_ps, f"wait {task.name}")
+
+    def wait_event(self, event: simpy.Event, timeout_ps: int | None, label: str) -> bool:
+        """Run until `event` has happened (True) or `timeout_ps` has passed (False)."""
         start = self.now_ps
         env = self.soc.env
-        until: simpy.Event = task.done
+        until = event
         if timeout_ps is not None:
             if timeout_ps < 0:
                 raise SimulationError(f"host {self.name}: negative timeout {timeout_ps}")
-            until = env.any_of([task.done, env.timeout(timeout_ps)])
-        if not task.done.processed:
+            until = env.any_of([event, env.timeout(timeout_ps)])
+        if not event.triggered:
             self.soc.run(until)
-        self.track.slice(f"wait {task.name}", start, self.now_ps)
-        return task.finished
+        self.track.slice(label, start, self.now_ps)
+        return event.triggered
 
     def run_cpu(self, work: CpuWork) -> None:
         """Do CPU work on the host's own core and come back when it is finished."""

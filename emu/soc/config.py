@@ -103,6 +103,10 @@ class TcmConfig:
     banks: int = param("count", "TCM banks per core", minimum=1)
     bank_bytes: int = param("bytes", "capacity of one TCM bank", positive=True)
     sub_banks: int = param("count", "sub-banks per TCM bank (gather/scatter conflicts)", minimum=1)
+    sub_bank_width_bytes: int = param(
+        "bytes", "bytes one sub-bank serves per access; consecutive words rotate sub-banks",
+        power_of_two=True, minimum=4,
+    )
     reserved_bytes: int = param(
         "bytes", "bytes of each bank taken by runtime and tile-manager metadata", minimum=0
     )
@@ -130,11 +134,32 @@ class VdspConfig:
     freq_hz: float = param("Hz", "DSP clock", positive=True)
     vliw_slots: int = param("count", "issue slots per VLIW bundle", minimum=1)
     simd_bits: int = param("count", "SIMD register width in bits", power_of_two=True, minimum=8)
-    loads_per_bundle: int = param("count", "vector loads per bundle", minimum=1)
+    loads_per_bundle: int = param(
+        "count", "vector memory ops per bundle (loads, or loads plus stores)", minimum=1
+    )
     stores_per_bundle: int = param("count", "vector stores per bundle", minimum=1)
+    fdiv_cycles: int = param(
+        "cycles", "cycles a vector float32 division stalls issue (not pipelined)", minimum=1
+    )
+    gather_access_cycles: int = param(
+        "cycles", "cycles of the gather/scatter unit per serialised sub-bank access", minimum=1
+    )
+    kernel_call_cycles: int = param(
+        "cycles", "fixed cost of entering a kernel on a tile (prologue, loop setup)", minimum=0
+    )
     tcm: TcmConfig = param("block", "local data RAM (TCM) of each core")
     idma: IdmaConfig = param("block", "iDMA engine of each core")
-    rpc_overhead_ps: int = param("ps", "ARM-to-DSP RPC round-trip cost of one call", minimum=0)
+    rpc_submit_ps: int = param(
+        "ps", "ARM-to-DSP RPC message: from hbDSPRpc until the DSP queue holds the task",
+        minimum=0,
+    )
+    rpc_return_ps: int = param(
+        "ps", "DSP-to-ARM completion: from the task's end until the waiting host sees it",
+        minimum=0,
+    )
+    operator_dispatch_cycles: int = param(
+        "cycles", "DSP-side cost of decoding an RPC and entering its operator", minimum=0
+    )
 
 
 DDR_POLICIES = ("fair",)
@@ -401,9 +426,10 @@ def _check_consistency(soc: SocConfig) -> None:
             f"vdsp.tcm.reserved_bytes: {tcm.reserved_bytes} B leaves nothing of a "
             f"{tcm.bank_bytes} B bank (vdsp.tcm.bank_bytes)"
         )
-    if tcm.bank_bytes % tcm.sub_banks:
+    if tcm.bank_bytes % (tcm.sub_banks * tcm.sub_bank_width_bytes):
         raise ConfigError(
-            f"vdsp.tcm.sub_banks: {tcm.sub_banks} does not divide the {tcm.bank_bytes} B bank"
+            f"vdsp.tcm.sub_banks: {tcm.sub_banks} sub-banks of {tcm.sub_bank_width_bytes} B "
+            f"do not tile the {tcm.bank_bytes} B bank"
         )
     vdsp = soc.vdsp
     if vdsp.loads_per_bundle > vdsp.vliw_slots or vdsp.stores_per_bundle > vdsp.vliw_slots:

@@ -8,18 +8,23 @@ gives up its core at its next stage boundary (a layer on the BPU, a tile on the 
 a 255 task is waiting for that core, and resumes later from the stage where it stopped.
 
 A task is a sequence of stages. A stage is either a fixed duration in picoseconds or a
-SimPy generator function that does the work (waits for DMA, DDR, ...). Submitting returns
-at once; the task's `done` event fires when its last stage ends.
+SimPy generator function that does the work (waits for DMA, DDR, ...). A long stage may
+offer preemption points of its own (between the tiles of a DSP operator): it asks
+`slot.preempt_requested()` and, when a preemptor waits, stops early and returns the body
+that continues its work; the task then yields the core as at a stage boundary. Submitting
+returns at once; the task's `done` event fires when its last stage ends, or when a stage
+fails with a `TaskError` (the task keeps the message in `error`; the core goes on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
+from emu.errors import TaskError
 from emu.soc.component import Component
 from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
@@ -29,7 +34,7 @@ PRIORITY_HIGHEST = 255
 PRIORITY_PREEMPT = PRIORITY_HIGHEST
 ANY_CORE = -1
 
-StageBody = Callable[["CoreSlot"], Generator[simpy.Event, Any, None]]
+StageBody = Callable[["CoreSlot"], Generator[simpy.Event, Any, "StageBody | None"]]
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class Task:
     """Work submitted to a core group; the fields below `stages` are filled by the queue."""
 
     name: str
-    stages: Sequence[Stage]
+    stages: list[Stage]
     priority: int = PRIORITY_LOWEST
     custom_id: int = 0
     core: int = ANY_CORE
@@ -56,11 +61,20 @@ class Task:
     ran_on: list[int] = field(default_factory=list)
     preemptions: int = 0
     next_stage: int = 0
+    error: str | None = None
     done: simpy.Event | None = None
+
+    def __post_init__(self) -> None:
+        # A stage that stops early is replaced by its continuation, so keep a private list.
+        self.stages = list(self.stages)
 
     @property
     def finished(self) -> bool:
         return self.finished_ps >= 0
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
     def order_key(self) -> tuple[int, int, int]:
         return (-self.priority, self.custom_id, self.seq)
@@ -78,6 +92,11 @@ class CoreSlot:
     @property
     def name(self) -> str:
         return f"{self.group.path}.core{self.index}"
+
+    def preempt_requested(self) -> bool:
+        """Whether a priority-255 task waits for this core (a stage may stop early)."""
+        task = self.group._running[self.index]
+        return task is not None and self.group._preempt_wanted(self.index, task)
 
 
 class CoreGroup(Component):
@@ -127,9 +146,13 @@ class CoreGroup(Component):
         eligible = [t for t in self._pending if t.core in (ANY_CORE, core)]
         return min(eligible, key=Task.order_key) if eligible else None
 
+    def _accepts(self, core: int) -> bool:
+        """Whether `core` may take a task now; subclasses model cores that can be stopped."""
+        return True
+
     def _dispatch(self) -> None:
         for core, running in enumerate(self._running):
-            if running is None:
+            if running is None and self._accepts(core):
                 task = self._best_for(core)
                 if task is not None:
                     self._pending.remove(task)
@@ -154,13 +177,23 @@ class CoreGroup(Component):
         while task.next_stage < len(task.stages):
             stage = task.stages[task.next_stage]
             stage_start = self.env.now
-            if isinstance(stage.body, int):
-                yield self.env.timeout(stage.body)
+            rest: StageBody | None = None
+            try:
+                if isinstance(stage.body, int):
+                    yield self.env.timeout(stage.body)
+                else:
+                    rest = yield from stage.body(slot)
+            except TaskError as exc:
+                task.error = str(exc)
+                self.count("tasks_failed")
+                break
+            finally:
+                if stage.name != task.name:
+                    slot.track.slice(stage.name, stage_start, self.env.now, task=task.name)
+            if rest is not None:
+                task.stages[task.next_stage] = Stage(stage.name, rest)
             else:
-                yield from stage.body(slot)
-            if stage.name != task.name:
-                slot.track.slice(stage.name, stage_start, self.env.now, task=task.name)
-            task.next_stage += 1
+                task.next_stage += 1
             if task.next_stage < len(task.stages) and self._preempt_wanted(core, task):
                 task.preemptions += 1
                 self.count("preemptions")
@@ -170,7 +203,7 @@ class CoreGroup(Component):
         slot.track.slice(task.name, began, end, priority=task.priority,
                          custom_id=task.custom_id)
         self._running[core] = None
-        if task.next_stage < len(task.stages):
+        if task.error is None and task.next_stage < len(task.stages):
             self._pending.append(task)
         else:
             task.finished_ps = end

@@ -1,12 +1,21 @@
-"""The vDSP cores: an RPC queue in front of the cores, each core with its iDMA channels.
+"""The vDSP cores: an RPC queue in front of the cores; each core with TCM, iDMA and an ISA.
 
-Tasks reach the cores through the same priority queue as on the BPU (priority, custom id,
-arrival; 255 preempts at a tile boundary). A tile-streaming task is built from stages that
-move tiles in and out of TCM with iDMA and compute in between.
+Tasks reach the cores through the priority queue of `emu.soc.sched` (priority, custom id,
+arrival; 255 preempts at a stage boundary, i.e. between tiles). Entering an operator costs
+`operator_dispatch_cycles` on the core. A core can be stopped and started, like the board's
+remoteproc state: a stopped core takes no task from the queue.
+
+`VdspCore.compute` runs a numba kernel on the core's TCM with the ISA emulation and returns
+the cycles it costs by `emu.vdsp.timing`; an emulated fault (an access outside the TCM or
+the gather window) raises `DspError`, which fails the task.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from emu.errors import DspError
 from emu.mem.ddr import Ddr
 from emu.soc.clock import Clock
 from emu.soc.component import Component
@@ -14,33 +23,69 @@ from emu.soc.config import VdspConfig
 from emu.soc.sched import CoreGroup
 from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
+from emu.vdsp import isa, timing
 from emu.vdsp.idma import IdmaChannel
+from emu.vdsp.tcm import Tcm
 
 
 class VdspCore(Component):
-    """The per-core hardware beside the queue: its iDMA channels."""
+    """One core's hardware beside the queue: TCM, iDMA channels, the ISA state."""
 
     def __init__(
-        self, index: int, parent: Component, env: Sim, cfg: VdspConfig,
-        clock: Clock, ddr: Ddr, recorder: TraceRecorder,
+        self, index: int, parent: Component, env: Sim, cfg: VdspConfig, clock: Clock, ddr: Ddr,
+        recorder: TraceRecorder,
     ) -> None:
         super().__init__(f"core{index}", parent)
+        self.index = index
+        self.cfg = cfg
+        self.clock = clock
+        self.online = True
+        self.ctx = isa.make_context(cfg.tcm.banks * cfg.tcm.bank_bytes, cfg.tcm.bank_bytes,
+                                    cfg.tcm.sub_banks, cfg.tcm.sub_bank_width_bytes)
+        self.tcm = Tcm(self, cfg.tcm, self.ctx.tcm)
         idma = Component("idma", self)
         self.channels = [
             IdmaChannel(f"ch{i}", idma, env, cfg.idma, clock, ddr, recorder)
             for i in range(cfg.idma.channels)
         ]
 
+    def compute(self, kernel: Callable[..., Any], *args: Any) -> timing.KernelCycles:
+        """Run `kernel(ctx, *args)` on this core's TCM; the cycles it costs."""
+        isa.reset_counters(self.ctx)
+        isa.clear_fault(self.ctx)
+        kernel(self.ctx, *args)
+        if self.ctx.fault[0] != isa.FAULT_NONE:
+            raise DspError(f"{self.path}: emulated fault: {isa.describe_fault(self.ctx.fault)}")
+        cycles = timing.kernel_cycles(self.ctx.counters, self.cfg)
+        self.count("kernel_calls")
+        self.count("kernel_cycles", cycles.total)
+        self.count("bundles", cycles.bundles)
+        self.count("gather_cycles", cycles.gather_cycles)
+        self.count("fdiv_stall_cycles", cycles.fdiv_stall_cycles)
+        return cycles
+
 
 class VdspCores(CoreGroup):
     """Both vDSP cores behind the RPC queue."""
 
     def __init__(
-        self, name: str, parent: Component | None, env: Sim, cfg: VdspConfig,
-        ddr: Ddr, recorder: TraceRecorder,
+        self, name: str, parent: Component | None, env: Sim, cfg: VdspConfig, ddr: Ddr,
+        recorder: TraceRecorder,
     ) -> None:
-        super().__init__(name, parent, env, cfg.cores, recorder, cfg.rpc_overhead_ps)
+        clock = Clock(f"{name}.clock", cfg.freq_hz)
+        super().__init__(name, parent, env, cfg.cores, recorder,
+                         clock.cycles_to_ps(cfg.operator_dispatch_cycles))
         self.cfg = cfg
-        self.clock = Clock(self.path, cfg.freq_hz)
+        self.clock = clock
         self.ddr = ddr
-        self.hw = [VdspCore(i, self, env, cfg, self.clock, ddr, recorder) for i in range(cfg.cores)]
+        self.hw = [VdspCore(i, self, env, cfg, clock, ddr, recorder) for i in range(cfg.cores)]
+
+    def _accepts(self, core: int) -> bool:
+        return self.hw[core].online
+
+    def set_online(self, core: int, online: bool) -> None:
+        """Start or stop a core; a started core picks up waiting tasks at once."""
+        self.hw[core].online = online
+        self.count("core_starts" if online else "core_stops")
+        if online:
+            self._dispatch()

@@ -1,9 +1,11 @@
 """The iDMA engine of a vDSP core: channels that move descriptors between DDR and TCM.
 
-A descriptor moves `rows` rows of `row_bytes` (a 1-D transfer is one row). A channel
-works through its queue in order: each descriptor pays the fixed descriptor latency (in
-DSP cycles), then its bytes flow through the shared DDR capped at the channel's own
-bandwidth. A full queue makes the submitter wait for a slot, as the hardware would.
+A descriptor moves `rows` rows of `row_bytes`, each side with its own pitch (a 1-D transfer
+is one row), between a DDR buffer of the CMA pool and the core's TCM. A channel works
+through its queue in order: each descriptor pays the fixed descriptor latency (DSP cycles),
+then its bytes flow through the shared DDR, capped at the channel's own bandwidth, and the
+data lands when the last byte has (the copy is real: kernels compute on what arrived). A
+full queue makes the submitter wait for a slot, as on the hardware.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import simpy
 
+from emu.errors import DspError
 from emu.mem.ddr import Ddr
 from emu.soc.clock import Clock
 from emu.soc.component import Component
@@ -23,32 +28,73 @@ from emu.soc.trace import TraceRecorder
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """One side of a transfer: a byte array (a DDR buffer or a TCM), a start and a pitch."""
+
+    memory: npt.NDArray[np.uint8]
+    offset: int
+    pitch: int
+    in_tcm: bool
+    name: str
+
+
+@dataclass(frozen=True)
 class Descriptor:
-    """One DMA descriptor; `to_tcm` says the direction (DDR -> TCM when true)."""
+    """One DMA descriptor: `rows` x `row_bytes` from `src` to `dst`."""
 
     label: str
+    src: Endpoint
+    dst: Endpoint
     rows: int
     row_bytes: int
-    to_tcm: bool
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.row_bytes < 0:
-            raise ValueError(
-                f"descriptor {self.label}: rows must be >= 1 and row_bytes >= 0, "
-                f"got rows={self.rows}, row_bytes={self.row_bytes}"
-            )
+            raise DspError(f"iDMA {self.label}: needs rows >= 1 and row_bytes >= 0, got "
+                           f"rows={self.rows}, row_bytes={self.row_bytes}")
+        if self.src.in_tcm == self.dst.in_tcm:
+            raise DspError(f"iDMA {self.label}: one side must be TCM and the other DDR")
+        for side in (self.src, self.dst):
+            if side.pitch < self.row_bytes and self.rows > 1:
+                raise DspError(f"iDMA {self.label}: {side.name} pitch {side.pitch} is smaller "
+                               f"than a row of {self.row_bytes} B")
+            end = side.offset + (self.rows - 1) * side.pitch + self.row_bytes
+            if side.offset < 0 or end > len(side.memory):
+                raise DspError(f"iDMA {self.label}: {side.name} bytes {side.offset}..{end} lie "
+                               f"outside its {len(side.memory)} B")
 
     @property
     def nbytes(self) -> int:
         return self.rows * self.row_bytes
+
+    @property
+    def to_tcm(self) -> bool:
+        return self.dst.in_tcm
+
+    def perform(self) -> None:
+        """Move the bytes (the functional part of the transfer)."""
+        if self.nbytes:
+            self._view(self.dst)[...] = self._view(self.src)
+
+    def _view(self, side: Endpoint) -> npt.NDArray[np.uint8]:
+        span = (self.rows - 1) * side.pitch + self.row_bytes
+        flat = side.memory[side.offset: side.offset + span]
+        return np.lib.stride_tricks.as_strided(
+            flat, shape=(self.rows, self.row_bytes), strides=(side.pitch, 1), writeable=True
+        )
+
+
+def linear(label: str, src: Endpoint, dst: Endpoint, nbytes: int) -> Descriptor:
+    """A 1-D descriptor of `nbytes` contiguous bytes."""
+    return Descriptor(label, src, dst, rows=1, row_bytes=nbytes)
 
 
 class IdmaChannel(Component):
     """One channel: a bounded descriptor queue served in order."""
 
     def __init__(
-        self, name: str, parent: Component, env: Sim, cfg: IdmaConfig,
-        clock: Clock, ddr: Ddr, recorder: TraceRecorder,
+        self, name: str, parent: Component, env: Sim, cfg: IdmaConfig, clock: Clock, ddr: Ddr,
+        recorder: TraceRecorder,
     ) -> None:
         super().__init__(name, parent)
         self.env = env
@@ -58,6 +104,7 @@ class IdmaChannel(Component):
         self.track = recorder.track(self.path)
         self._queue: simpy.Store = simpy.Store(env, capacity=cfg.queue_depth)
         self._bw_bytes_per_s = cfg.bytes_per_cycle * clock.freq_hz
+        self.busy_ps = 0
         env.process(self._serve())
 
     def copy(self, desc: Descriptor) -> Generator[simpy.Event, Any, simpy.Event]:
@@ -71,11 +118,16 @@ class IdmaChannel(Component):
             desc, done = yield self._queue.get()
             start = self.env.now
             yield self.env.timeout(self.clock.cycles_to_ps(self.cfg.descriptor_latency_cycles))
-            yield self.ddr.transfer(
-                desc.nbytes, self.path, write=not desc.to_tcm,
-                cap_bytes_per_s=self._bw_bytes_per_s,
-            )
+            yield self.ddr.transfer(desc.nbytes, self.path, write=not desc.to_tcm,
+                                    cap_bytes_per_s=self._bw_bytes_per_s)
+            desc.perform()
+            self.busy_ps += self.env.now - start
             self.count("descriptors")
             self.count("bytes_in" if desc.to_tcm else "bytes_out", desc.nbytes)
             self.track.slice(desc.label, start, self.env.now, bytes=desc.nbytes)
             done.succeed()
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        out["busy_ps"] = self.busy_ps
+        return out

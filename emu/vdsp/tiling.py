@@ -1,53 +1,159 @@
 """Ping-pong tiling: stream tiles DDR -> TCM -> DDR while the core computes.
 
-Tile k+1 is loaded on one iDMA channel while tile k is computed; the result of tile k is
-written back on another channel while tile k+1 is computed. Overlap is not assumed: it
-emerges from the channels, the DDR and the core running as separate simulation processes,
-and shows in the trace as slices on the channel tracks beside the core's compute slices.
+Tile k+1 is loaded on one iDMA channel while tile k is computed; tile k's result is written
+back on another channel while tile k+1 is computed. Each tile's input and output buffers
+sit in one TCM bank and consecutive tiles alternate banks, so the DMA of one tile and the
+compute of the next touch different memories (as the seed's DSP sample does). With
+`same_bank=True` every buffer is placed in bank 0: the DMA then competes with the core for
+that bank, and each 64-byte DMA beat into the bank the core is computing on steals one of
+the kernel's memory-access cycles.
+
+Overlap is not assumed: it emerges from the channels, the DDR and the core running as
+separate simulation processes, and shows in the trace as slices on the channel tracks next
+to the core's compute slices. Between tiles the loop offers a preemption point: when a
+priority-255 task waits for the core, it finishes the tile in flight, drains its DMA,
+releases its TCM and says where to resume; `resumable` turns that into the continuation a
+preempted stage returns to the scheduler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 
-from emu.soc.sched import CoreSlot
+from emu.soc.sched import CoreSlot, StageBody
+from emu.vdsp.cores import VdspCore
 from emu.vdsp.idma import Descriptor, IdmaChannel
+from emu.vdsp.tcm import VECTOR_ALIGN_BYTES, TcmBuffer
+from emu.vdsp.timing import KernelCycles
 
 
 @dataclass(frozen=True)
-class Tile:
-    """One tile: bytes in, bytes out, and the core cycles computing it takes."""
+class TileStep:
+    """Tile k of a plan: how to fill its input, compute it, and drain its output."""
 
-    in_bytes: int
-    out_bytes: int
-    compute_cycles: int
+    loads: list[Descriptor]
+    compute: Callable[[], KernelCycles]
+    stores: list[Descriptor]
 
 
-def pingpong(
-    slot: CoreSlot, load: IdmaChannel, store: IdmaChannel, tiles: Sequence[Tile], label: str,
-) -> Generator[simpy.Event, Any, None]:
-    """Process `tiles` with double buffering on two channels; returns when all are stored."""
+class TilePlan(Protocol):
+    """What an operator tells the helper: tile count, buffer sizes, and each tile's step."""
+
+    @property
+    def tiles(self) -> int: ...
+
+    @property
+    def in_bytes(self) -> int: ...
+
+    @property
+    def out_bytes(self) -> int: ...
+
+    def step(self, k: int, in_buf: TcmBuffer, out_buf: TcmBuffer) -> TileStep: ...
+
+
+TileRun = Callable[[CoreSlot, int], Generator[simpy.Event, Any, int | None]]
+"""Runs tiles from the given index on; returns None when all are done, or the index to
+resume from after stopping for a preemptor."""
+
+
+def resumable(run: TileRun, first: int = 0) -> StageBody:
+    """A stage body running `run` from tile `first`, continuing where a preemption left it."""
+
+    def body(slot: CoreSlot) -> Generator[simpy.Event, Any, StageBody | None]:
+        resume = yield from run(slot, first)
+        return None if resume is None else resumable(run, resume)
+
+    return body
+
+
+def stream(
+    core: VdspCore, slot: CoreSlot, plan: TilePlan, label: str, *, first: int = 0,
+    same_bank: bool = False,
+) -> Generator[simpy.Event, Any, int | None]:
+    """Run tiles `first`.. of `plan` double-buffered on `core` (see the module docstring)."""
     env = slot.env
-    if not tiles:
-        return
+    load, store = core.channels[0], core.channels[min(1, len(core.channels) - 1)]
+    banks = [0, 0] if same_bank else [0, 1 % core.cfg.tcm.banks]
+    buffers: list[tuple[TcmBuffer, TcmBuffer]] = []
+    try:
+        for side in (0, 1):
+            buffers.append((core.tcm.alloc(banks[side], plan.in_bytes, f"{label} in{side}"),
+                            core.tcm.alloc(banks[side], plan.out_bytes, f"{label} out{side}")))
+        steps: dict[int, TileStep] = {}
 
-    def fetch(k: int) -> Generator[simpy.Event, Any, simpy.Event]:
-        desc = Descriptor(f"{label} in {k}", 1, tiles[k].in_bytes, to_tcm=True)
-        return (yield from load.copy(desc))
+        def step(k: int) -> TileStep:
+            if k not in steps:
+                steps[k] = plan.step(k, *buffers[k % 2])
+            return steps[k]
 
-    loaded = yield from fetch(0)
-    stores: list[simpy.Event] = []
-    for k, tile in enumerate(tiles):
-        yield loaded
-        if k + 1 < len(tiles):
-            loaded = yield from fetch(k + 1)
-        start = env.now
-        yield env.timeout(load.clock.cycles_to_ps(tile.compute_cycles))
-        slot.track.slice(f"{label} compute {k}", start, env.now)
-        out = Descriptor(f"{label} out {k}", 1, tile.out_bytes, to_tcm=False)
-        stores.append((yield from store.copy(out)))
-    yield env.all_of(stores)
+        def issue(descs: list[Descriptor], channel: IdmaChannel) -> Generator[
+                simpy.Event, Any, list[simpy.Event]]:
+            events = []
+            for desc in descs:
+                events.append((yield from channel.copy(desc)))
+            return events
+
+        bank_tracks = [slot.group.recorder.track(f"{core.tcm.path}.bank{b}")
+                       for b in range(core.cfg.tcm.banks)]
+        issued_at: dict[int, int] = {first: env.now}
+
+        def occupancy(k: int, events: list[simpy.Event]) -> None:
+            # The tile's buffers are busy from its load's issue to its store's end.
+            def record(_event: simpy.Event) -> None:
+                bank = buffers[k % 2][0].bank
+                bank_tracks[bank].slice(f"{label} tile {k}", issued_at.pop(k), env.now)
+
+            env.all_of(events).callbacks.append(record)
+
+        loaded = yield from issue(step(first).loads, load)
+        stored: dict[int, list[simpy.Event]] = {}
+        for k in range(first, plan.tiles):
+            yield env.all_of(loaded)
+            nxt = k + 1 < plan.tiles and not slot.preempt_requested()
+            if nxt:
+                issued_at[k + 1] = env.now
+                loaded = yield from issue(step(k + 1).loads, load)
+            if k - 2 in stored:  # tile k writes the output buffer tile k-2 used
+                yield env.all_of(stored.pop(k - 2))
+                del steps[k - 2]
+            start = env.now
+            cycles = step(k).compute()
+            busy: list[Descriptor] = []  # DMA that runs while tile k computes
+            if nxt:
+                busy += steps[k + 1].loads
+            if k - 1 in stored and not all(e.triggered for e in stored[k - 1]):
+                busy += steps[k - 1].stores
+            stall = _bank_conflict_cycles(core, buffers[k % 2][0].bank, busy, cycles)
+            yield env.timeout(core.clock.cycles_to_ps(cycles.total + stall))
+            slot.track.slice(f"{label} tile {k}", start, env.now, cycles=cycles.total,
+                             bank_stall=stall, bound=cycles.bound,
+                             tcm_bank=buffers[k % 2][0].bank)
+            stored[k] = yield from issue(step(k).stores, store)
+            occupancy(k, stored[k])
+            if k + 1 < plan.tiles and not nxt:
+                yield env.all_of([e for evs in stored.values() for e in evs])
+                return k + 1
+        yield env.all_of([e for evs in stored.values() for e in evs])
+        return None
+    finally:
+        for pair in buffers:
+            for buf in pair:
+                core.tcm.free(buf)
+
+
+def _bank_conflict_cycles(
+    core: VdspCore, bank: int, busy: list[Descriptor], cycles: KernelCycles,
+) -> int:
+    """Cycles the core loses to DMA into or out of the bank it is computing on."""
+    dma_bytes = 0
+    for desc in busy:
+        side = desc.dst if desc.to_tcm else desc.src
+        if core.tcm.bank_of(side.offset) == bank:
+            dma_bytes += desc.nbytes
+    if dma_bytes:
+        core.count("bank_conflict_bytes", dma_bytes)
+    return min(dma_bytes // VECTOR_ALIGN_BYTES, cycles.memory_ops)

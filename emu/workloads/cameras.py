@@ -5,8 +5,8 @@ Each camera delivers frames at a fixed rate. A frame goes through the whole SoC:
      loop runs through the A55 cache model), then clean the buffer for the BPU;
   2. BPU: a detection network, layer by layer, on whichever core is free, at the camera's
      priority (camera 0 is the front camera and preempts with priority 255);
-  3. DSP: dequantise the network output to float32, streamed through TCM with ping-pong
-     iDMA, then the CPU invalidates the output before reading it.
+  3. DSP: the dequantize operator turns the network's int8 output into float32, streamed
+     through TCM with ping-pong iDMA; then the CPU invalidates the result before reading it.
 A frame's latency runs from its arrival to the end of step 3; a frame misses its deadline
 when that exceeds the frame period. Every timing comes from the models of the blocks; the
 networks are synthetic but fixed by the seed.
@@ -24,11 +24,13 @@ import simpy
 from emu.bpu.timing import Layer
 from emu.cpu.cluster import CpuWork
 from emu.mem import maintenance
+from emu.mem.pool import PoolBuffer
 from emu.soc.builder import Soc
 from emu.soc.clock import PS_PER_S, ps_to_ms
-from emu.soc.sched import PRIORITY_PREEMPT, CoreSlot, Stage, Task
-from emu.vdsp import timing as vdsp_timing
-from emu.vdsp.tiling import Tile, pingpong
+from emu.soc.sched import PRIORITY_PREEMPT, CoreSlot, Stage, StageBody, Task
+from emu.vdsp import ops
+from emu.vdsp.ops import nn
+from emu.vdsp.ops.tensor_args import MODE_SCALE, TYPE_F32, pack
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,10 @@ def run(soc: Soc, params: CameraParams) -> dict[str, Any]:
     networks = [synthetic_network(f"cam{c}", params.gmacs, in_bytes, out_bytes, rng)
                 for c in range(params.cameras)]
     priorities = [PRIORITY_PREEMPT if c == 0 else max(1, 128 - c) for c in range(params.cameras)]
+    out_shape = (_OUT_CHANNELS, params.height // _OUT_STRIDE, params.width // _OUT_STRIDE)
+    output_blob = np.frombuffer(
+        pack(np.zeros(out_shape, np.int8), TYPE_F32, mode=MODE_SCALE, scales=[0.05],
+             zero_points=[0]), np.uint8)
 
     def frame(cam: int, index: int) -> Generator[simpy.Event, Any, None]:
         host = soc.recorder.track(f"host.cam{cam}")
@@ -109,7 +115,10 @@ def run(soc: Soc, params: CameraParams) -> dict[str, Any]:
 
         image = soc.pool.alloc(params.width * params.height, cached=True, label="frame")
         small = soc.pool.alloc(in_bytes, cached=True, label="input")
-        output = soc.pool.alloc(out_bytes, cached=True, label="output")
+        # The network's int8 output, laid out as the DSP dequantize operator reads it.
+        output = soc.pool.alloc(len(output_blob), cached=True, label="output")
+        output.data[:] = output_blob
+        scores = soc.pool.alloc(4 * out_bytes, cached=True, label="scores")
         addrs, writes = downscale_addresses(params.width, params.height, image.phys_addr,
                                             small.phys_addr)
         work = CpuWork(f"cam{cam} downscale {index}", ops=6 * in_bytes, addrs=addrs,
@@ -121,11 +130,11 @@ def run(soc: Soc, params: CameraParams) -> dict[str, Any]:
         bpu_task = soc.bpu.model_task(f"cam{cam} frame {index}", networks[cam],
                                       priority=priorities[cam], custom_id=index)
         yield from step("bpu", soc.bpu.submit(bpu_task))
-        dsp_task = _dequantize_task(soc, cam, index, out_bytes, priorities[cam])
+        dsp_task = _dequantize_task(soc, cam, index, output, scores, priorities[cam])
         yield from step("dsp", soc.vdsp.submit(dsp_task))
         invalidate = maintenance.invalidate_ps(out_bytes * 4, soc.config.mem)
         yield from step("invalidate", env.timeout(invalidate))
-        for buf in (image, small, output):
+        for buf in (image, small, output, scores):
             soc.pool.free(buf)
 
     def camera(cam: int) -> Generator[simpy.Event, Any, None]:
@@ -163,20 +172,14 @@ def run(soc: Soc, params: CameraParams) -> dict[str, Any]:
     }
 
 
-def _dequantize_task(soc: Soc, cam: int, index: int, nbytes: int, priority: int) -> Task:
-    """int8 -> float32 on the DSP: per 64-byte vector, 1 load, 8 ALU ops, 4 stores."""
-    cfg = soc.config.vdsp
-    vector_bytes = cfg.simd_bits // 8
-    tiles = []
-    for start in range(0, nbytes, _TILE_BYTES):
-        size = min(_TILE_BYTES, nbytes - start)
-        vectors = -(-size // vector_bytes)
-        cycles = vdsp_timing.bundle_cycles(vectors, 4 * vectors, 8 * vectors, cfg)
-        tiles.append(Tile(size, 4 * size, cycles))
+def _dequantize_task(soc: Soc, cam: int, index: int, inp: PoolBuffer, out: PoolBuffer,
+                     priority: int) -> Task:
+    """The DSP's dequantize operator on the network output (an RPC task on any DSP core)."""
+    op = ops.lookup(nn.CMD_DEQUANTIZE)
+    assert op is not None
     name = f"cam{cam} dequantize {index}"
 
-    def body(slot: CoreSlot) -> Generator[simpy.Event, Any, None]:
-        channels = soc.vdsp.hw[slot.index].channels
-        yield from pingpong(slot, channels[0], channels[-1], tiles, name)
+    def body(slot: CoreSlot) -> Generator[simpy.Event, Any, StageBody | None]:
+        return (yield from op.run(soc.vdsp.hw[slot.index], slot, inp, out))
 
     return Task(name, [Stage(name, body)], priority=priority, custom_id=index)

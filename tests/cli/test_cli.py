@@ -114,3 +114,38 @@ def test_python_dash_m_emu_is_the_same_program():
     done = subprocess.run([sys.executable, "-m", "emu", "--version"], capture_output=True,
                           text=True, check=True)
     assert done.stdout.startswith("emu ")
+
+
+def test_dsp_json_splits_time_and_runs_two_calls_on_both_cores(tmp_path, capsys):
+    trace = tmp_path / "dsp.json"
+    code, out, _ = _run(capsys, "dsp", "softmax", "--shape", "64,100", "--rpcs", "2", "--json",
+                        "--trace", str(trace))
+    assert code == 0
+    result = json.loads(out)
+    assert sorted(call["core"] for call in result["rpcs"]) == [0, 1]
+    for core in result["cores"]:
+        assert core["kernel_cycles"] > 0 and core["idma_in_bytes"] == 64 * 100 * 4
+        assert core["compute_ms"] > 0 and core["idma_in_ms"] > 0 and core["idma_out_ms"] > 0
+    assert result["rpc_overhead_ms"] > 0 and result["calls_ms"] > result["rpc_overhead_ms"]
+    doc = json.loads(trace.read_text())
+    validate_chrome_trace(doc)
+    threads = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    assert {"core0.tcm.bank0", "core0.tcm.bank1", "core1.tcm.bank0", "core1.idma.ch0"} <= threads
+
+
+def test_dsp_frequency_override_changes_compute_not_dma(capsys):
+    results = []
+    for freq in ("648MHz", "1296MHz"):
+        code, out, _ = _run(capsys, "dsp", "quantize", "--shape", "64,1024", "--json",
+                            "--set", f"vdsp.freq_hz={freq}",
+                            "--set", "vdsp.idma.bytes_per_cycle=64")
+        assert code == 0
+        results.append(json.loads(out)["cores"][0])
+    assert results[1]["kernel_cycles"] == results[0]["kernel_cycles"]
+    assert abs(results[1]["compute_ms"] * 2 - results[0]["compute_ms"]) < 1e-5
+
+
+def test_dsp_operator_failure_exits_2_with_the_reason(capsys):
+    code, out, err = _run(capsys, "dsp", "softmax", "--shape", "1,100000")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "does not fit" in err

@@ -1,0 +1,154 @@
+"""Workload `emu dsp OP`: one DSP operator on generated data, through the board's API.
+
+The host program is what a user would write on the board: allocate cached pool buffers,
+write the input, clean it, call `hbDSPRpc` (several times for several concurrent calls),
+wait, invalidate the output. The result is the simulated time of the calls and where it
+went: RPC latency, iDMA in, compute, iDMA out — with the cycles and bytes behind them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from emu.errors import InputError
+from emu.runtime import hbdsp, hbsys, session
+from emu.soc.clock import PS_PER_MS
+from emu.vdsp.ops import nn
+from emu.vdsp.ops.tensor_args import MODE_SCALE, MODE_SHIFT, TYPE_F32, TYPE_S8, TYPE_U8, pack
+
+OPS = {
+    "softmax": (nn.CMD_SOFTMAX, "float32 softmax along --axis"),
+    "quantize": (nn.CMD_QUANTIZE, "float32 -> --dtype with hbDNN --mode, per tensor or axis"),
+    "dequantize": (nn.CMD_DEQUANTIZE, "--dtype -> float32 with hbDNN --mode"),
+    "ping": (0x000, "an empty RPC: the round-trip overhead alone"),
+}
+CORES = {"any": hbdsp.HB_DSP_CORE_ANY, "0": hbdsp.HB_DSP_CORE_0, "1": hbdsp.HB_DSP_CORE_1}
+
+
+@dataclass(frozen=True)
+class DspRun:
+    op: str
+    shape: tuple[int, ...]
+    axis: int = -1
+    dtype: str = "int8"
+    mode: str = "scale"
+    per_axis: bool = False
+    core: str = "any"
+    rpcs: int = 1
+    priority: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise InputError(f"unknown operator {self.op!r} (have: {', '.join(OPS)})")
+        if not self.shape or len(self.shape) > 4 or min(self.shape) < 1:
+            raise InputError(f"--shape: 1 to 4 positive sizes, got {self.shape}")
+        if not -len(self.shape) <= self.axis < len(self.shape):
+            raise InputError(f"--axis {self.axis}: the tensor has {len(self.shape)} axes")
+        if self.dtype not in ("int8", "uint8") or self.mode not in ("scale", "shift"):
+            raise InputError("--dtype is int8 or uint8 and --mode is scale or shift")
+        if self.core not in CORES or self.rpcs < 1 or not 0 <= self.priority <= 255:
+            raise InputError("--core is any, 0 or 1; --rpcs >= 1; --priority 0..255")
+
+
+def _input(run: DspRun, rng: np.random.Generator) -> tuple[bytes, int]:
+    """The input buffer contents and the output size in bytes."""
+    shape = run.shape
+    elements = int(np.prod(shape))
+    axis = run.axis % len(shape)
+    if run.op == "ping":
+        return bytes(64), 64
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    if run.op == "softmax":
+        return pack(x, TYPE_F32, axis=axis), 4 * elements
+    n = shape[axis] if run.per_axis else 1
+    unsigned = run.dtype == "uint8"
+    params: dict[str, Any]
+    if run.mode == "shift":
+        params = {"mode": MODE_SHIFT, "shifts": rng.integers(2, 6, n)}
+    else:
+        params = {"mode": MODE_SCALE, "scales": rng.uniform(0.02, 0.1, n).astype(np.float32),
+                  "zero_points": np.full(n, 128 if unsigned else 0)}
+    int_type = TYPE_U8 if unsigned else TYPE_S8
+    if run.op == "quantize":
+        return pack(x, int_type, axis=axis, **params), elements
+    q = rng.integers(0 if unsigned else -128, 256 if unsigned else 128, shape)
+    q = q.astype(np.uint8 if unsigned else np.int8)
+    return pack(q, TYPE_F32, axis=axis, **params), 4 * elements
+
+
+def _ms(ps: int) -> float:
+    return round(ps / PS_PER_MS, 6)
+
+
+def execute(run: DspRun) -> dict[str, Any]:
+    """Run the calls on the current session; the report of what they cost."""
+    sess = session.current()
+    soc, host = sess.soc, sess.host
+    rng = np.random.default_rng(run.seed)
+    blob, out_bytes = _input(run, rng)
+    started = host.now_ps
+    buffers = []
+    tasks = []
+    for _ in range(run.rpcs):
+        inp, out = hbsys.hbSysMem(), hbsys.hbSysMem()
+        for mem, size in ((inp, len(blob)), (out, out_bytes)):
+            if hbsys.hbSysAllocCachedMem(mem, size) != 0:
+                raise InputError(f"the pool cannot hold {size} B (mem.pool_bytes)")
+        assert inp.virAddr is not None
+        inp.virAddr[:] = np.frombuffer(blob, np.uint8)
+        hbsys.hbSysFlushMem(inp, hbsys.HB_SYS_MEM_CACHE_CLEAN)
+        buffers.append((inp, out))
+    first_rpc = host.now_ps
+    for inp, out in buffers:
+        ctrl = hbdsp.hbDSPRpcCtrlParam()
+        hbdsp.HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
+        ctrl.rpcCmd, ctrl.dspCoreId, ctrl.priority = OPS[run.op][0], CORES[run.core], run.priority
+        rc, task = hbdsp.hbDSPRpc(inp, out, ctrl)
+        if rc != 0 or task is None:
+            raise InputError(f"hbDSPRpc: {hbdsp.hbDSPGetErrorDesc(rc)}")
+        tasks.append(task)
+    calls = []
+    for task in tasks:
+        rc = hbdsp.hbDSPWaitTaskDone(task, 0)
+        calls.append({"core": task.task.ran_on[-1] if task.task.ran_on else None,
+                      "status": "ok" if rc == 0 else hbdsp.hbDSPGetErrorDesc(rc),
+                      "error": task.error,
+                      "latency_ms": _ms(host.now_ps - first_rpc)})
+        hbdsp.hbDSPReleaseTask(task)
+    rpcs_done = host.now_ps
+    for _inp, out in buffers:
+        hbsys.hbSysFlushMem(out, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
+    cfg = soc.config.vdsp
+    dispatch_ps = soc.vdsp.clock.cycles_to_ps(cfg.operator_dispatch_cycles)
+    cores = []
+    for hw in soc.vdsp.hw:
+        load, store = hw.channels[0], hw.channels[min(1, len(hw.channels) - 1)]
+        cycles = hw.counters.get("kernel_cycles", 0)
+        cores.append({
+            "core": hw.index,
+            "compute_ms": _ms(hw.clock.cycles_to_ps(cycles)),
+            "kernel_cycles": cycles,
+            "bundles": hw.counters.get("bundles", 0),
+            "gather_cycles": hw.counters.get("gather_cycles", 0),
+            "fdiv_stall_cycles": hw.counters.get("fdiv_stall_cycles", 0),
+            "kernel_calls": hw.counters.get("kernel_calls", 0),
+            "idma_in_ms": _ms(load.busy_ps),
+            "idma_in_bytes": load.counters.get("bytes_in", 0),
+            "idma_out_ms": _ms(store.busy_ps),
+            "idma_out_bytes": store.counters.get("bytes_out", 0),
+            "tcm_high_water_bytes": [hw.tcm.counters.get(f"bank{b}_high_water_bytes", 0)
+                                     for b in range(cfg.tcm.banks)],
+        })
+    return {
+        "op": run.op,
+        "shape": list(run.shape),
+        "rpcs": calls,
+        "rpc_overhead_ms": _ms(cfg.rpc_submit_ps + cfg.rpc_return_ps + dispatch_ps),
+        "cores": cores,
+        "calls_ms": _ms(rpcs_done - first_rpc),
+        "total_ms": _ms(host.now_ps - started),
+    }

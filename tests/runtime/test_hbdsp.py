@@ -1,0 +1,149 @@
+from collections.abc import Generator
+
+import pytest
+
+from emu.errors import DspError
+from emu.runtime import session
+from emu.runtime.hbdsp import (
+    HB_DSP_CORE_0,
+    HB_DSP_CORE_1,
+    HB_DSP_CORE_ANY,
+    HB_DSP_CORE_OFFLINE,
+    HB_DSP_INITIALIZE_RPC_CTRL_PARAM,
+    HB_DSP_INVALID_ARGUMENT,
+    HB_DSP_INVALID_TASK_HANDLE,
+    HB_DSP_TASK_FAILED,
+    HB_DSP_TIMEOUT,
+    HB_DSP_UNKNOWN_COMMAND,
+    hbDSPGetErrorDesc,
+    hbDSPReleaseTask,
+    hbDSPRpc,
+    hbDSPRpcCtrlParam,
+    hbDSPWaitTaskDone,
+)
+from emu.runtime.hbsys import hbSysAllocMem, hbSysMem
+from emu.runtime.remoteproc import rproc_set_state, rproc_state
+from emu.vdsp import ops
+from emu.vdsp.ops.framework import CMD_PING
+
+CMD_SLEEP = 0x1234
+CMD_FAIL = 0x1235
+SLEEP_PS = 1_000_000
+
+
+def _sleep(core, slot, inp, out) -> Generator:
+    yield slot.env.timeout(SLEEP_PS)
+    return None
+
+
+def _fail(core, slot, inp, out) -> Generator:
+    yield slot.env.timeout(10)
+    raise DspError("bad arguments in the input buffer")
+
+
+@pytest.fixture
+def sess():
+    ops.register(ops.Operator(CMD_SLEEP, "sleep", "fixed 1 us of work", _sleep))
+    ops.register(ops.Operator(CMD_FAIL, "fail", "always fails", _fail))
+    yield session.start("j5", overrides=[
+        "cpu.api_call_ps=0", "vdsp.rpc_submit_ps=100", "vdsp.rpc_return_ps=50",
+        "vdsp.operator_dispatch_cycles=0"])
+    ops.unregister(CMD_SLEEP)
+    ops.unregister(CMD_FAIL)
+
+
+def _mems():
+    a, b = hbSysMem(), hbSysMem()
+    assert hbSysAllocMem(a, 64) == 0 and hbSysAllocMem(b, 64) == 0
+    return a, b
+
+
+def _ctrl(cmd=CMD_SLEEP, core=HB_DSP_CORE_ANY, priority=0, custom=0):
+    ctrl = hbDSPRpcCtrlParam()
+    HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
+    ctrl.rpcCmd, ctrl.dspCoreId, ctrl.priority, ctrl.customId = cmd, core, priority, custom
+    return ctrl
+
+
+def test_ping_round_trip_costs_the_rpc_latencies(sess):
+    a, b = _mems()
+    rc, task = hbDSPRpc(a, b, _ctrl(cmd=CMD_PING))
+    assert rc == 0
+    assert hbDSPWaitTaskDone(task, 0) == 0
+    assert sess.host.now_ps == 150
+    assert hbDSPReleaseTask(task) == 0
+
+
+def test_two_concurrent_any_core_rpcs_run_on_both_cores(sess):
+    a, b = _mems()
+    _, t1 = hbDSPRpc(a, b, _ctrl())
+    _, t2 = hbDSPRpc(a, b, _ctrl())
+    assert hbDSPWaitTaskDone(t1, 0) == 0 and hbDSPWaitTaskDone(t2, 0) == 0
+    assert sorted(t1.task.ran_on + t2.task.ran_on) == [0, 1]
+    assert t1.task.finished_ps == t2.task.finished_ps == 100 + SLEEP_PS
+    assert sess.host.now_ps == 100 + SLEEP_PS + 50
+
+
+def test_priority_255_overtakes_a_queued_priority_0_rpc(sess):
+    a, b = _mems()
+    _, running = hbDSPRpc(a, b, _ctrl(core=HB_DSP_CORE_0))
+    _, low = hbDSPRpc(a, b, _ctrl(core=HB_DSP_CORE_0, priority=0))
+    _, high = hbDSPRpc(a, b, _ctrl(core=HB_DSP_CORE_0, priority=255))
+    for t in (running, low, high):
+        assert hbDSPWaitTaskDone(t, 0) == 0
+    assert high.task.started_ps == running.task.finished_ps
+    assert low.task.started_ps == high.task.finished_ps
+
+
+def test_wait_with_timeout_and_handle_misuse(sess):
+    a, b = _mems()
+    _, task = hbDSPRpc(a, b, _ctrl())
+    assert hbDSPWaitTaskDone(task, 0.0005) == HB_DSP_TIMEOUT  # 0.5 us of 1.15 us
+    assert hbDSPReleaseTask(task) != 0  # still running
+    assert hbDSPWaitTaskDone(task, 10) == 0
+    assert hbDSPReleaseTask(task) == 0
+    assert hbDSPReleaseTask(task) == HB_DSP_INVALID_TASK_HANDLE
+    assert hbDSPWaitTaskDone(task, 0) == HB_DSP_INVALID_TASK_HANDLE
+    assert hbDSPWaitTaskDone("task", 0) == HB_DSP_INVALID_TASK_HANDLE
+
+
+def test_bad_arguments_return_codes_and_queue_nothing(sess):
+    a, b = _mems()
+    assert hbDSPRpc(a, b, _ctrl(cmd=0x1999))[0] == HB_DSP_UNKNOWN_COMMAND
+    assert hbDSPRpc(a, b, _ctrl(priority=256))[0] == HB_DSP_INVALID_ARGUMENT
+    assert hbDSPRpc(a, b, _ctrl(core=3))[0] == HB_DSP_INVALID_ARGUMENT
+    assert hbDSPRpc(a, hbSysMem(), _ctrl())[0] == HB_DSP_INVALID_ARGUMENT
+    assert hbDSPRpc(a, b, object())[0] == HB_DSP_INVALID_ARGUMENT
+    assert sess.soc.vdsp.counters.get("tasks_submitted", 0) == 0
+    assert "rpcCmd" in hbDSPGetErrorDesc(HB_DSP_UNKNOWN_COMMAND)
+
+
+def test_a_failing_operator_fails_its_task_only(sess):
+    a, b = _mems()
+    _, bad = hbDSPRpc(a, b, _ctrl(cmd=CMD_FAIL, core=HB_DSP_CORE_1))
+    _, good = hbDSPRpc(a, b, _ctrl(core=HB_DSP_CORE_1))
+    assert hbDSPWaitTaskDone(bad, 0) == HB_DSP_TASK_FAILED
+    assert "bad arguments" in bad.error
+    assert hbDSPWaitTaskDone(good, 0) == 0
+
+
+def test_a_stopped_core_refuses_rpcs_and_resumes_when_started(sess):
+    a, b = _mems()
+    assert rproc_set_state(1, "stop") == 0
+    assert rproc_state(1) == "offline"
+    assert hbDSPRpc(a, b, _ctrl(core=HB_DSP_CORE_1))[0] == HB_DSP_CORE_OFFLINE
+    _, t1 = hbDSPRpc(a, b, _ctrl())
+    _, t2 = hbDSPRpc(a, b, _ctrl())
+    assert hbDSPWaitTaskDone(t2, 0) == 0
+    assert t1.task.ran_on == [0] and t2.task.ran_on == [0]  # only core 0 runs
+    assert rproc_set_state(0, "stop") == 0
+    assert hbDSPRpc(a, b, _ctrl())[0] == HB_DSP_CORE_OFFLINE
+    assert rproc_set_state(1, "start") == 0 and rproc_state(1) == "running"
+    assert rproc_set_state(5, "start") != 0 and rproc_set_state(1, "reboot") != 0
+
+
+def test_user_operators_must_use_the_custom_range():
+    with pytest.raises(ValueError, match="nn range"):
+        ops.register(ops.Operator(0x450, "mine", "", _sleep))
+    with pytest.raises(ValueError, match="taken by"):
+        ops.register(ops.Operator(CMD_PING, "ping2", "", _sleep), builtin=True)

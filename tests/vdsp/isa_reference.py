@@ -1,0 +1,154 @@
+"""Slow, obviously-correct references for `emu.vdsp.isa`, one lane at a time.
+
+Integers are Python ints wrapped by hand; floats are numpy float32 scalars, so every
+operation is rounded to float32 once; memory is a `bytearray` with the fault rules written
+out as plain `if`s. Only the counter indices and fault codes are taken from the module under
+test: they are names, not behaviour.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from emu.vdsp import isa
+
+
+def wrap(value: int, bits: int) -> int:
+    """`value` modulo 2**bits, as a signed `bits`-bit integer."""
+    half = 1 << (bits - 1)
+    return (value + half) % (1 << bits) - half
+
+
+def f32(x: float) -> np.float32:
+    return np.float32(x)
+
+
+def fmin(x: np.float32, y: np.float32) -> np.float32:
+    """IEEE 754-2019 minimum: NaN if either is NaN; -0 is below +0."""
+    if math.isnan(x):
+        return x
+    if math.isnan(y):
+        return y
+    if x == y == 0:
+        return x if math.copysign(1.0, x) < 0 else y
+    return x if x < y else y
+
+
+def fmax(x: np.float32, y: np.float32) -> np.float32:
+    """IEEE 754-2019 maximum: NaN if either is NaN; +0 is above -0."""
+    if math.isnan(x):
+        return x
+    if math.isnan(y):
+        return y
+    if x == y == 0:
+        return x if math.copysign(1.0, x) > 0 else y
+    return x if x > y else y
+
+
+def to_i32(x: float, rounding: str) -> int:
+    """float -> int32 by `rounding` ('trunc' or 'even'), saturating, NaN -> 0."""
+    if math.isnan(x):
+        return 0
+    if math.isinf(x):
+        return 2**31 - 1 if x > 0 else -(2**31)
+    # Python's round() of a float rounds half to even.
+    value = math.trunc(x) if rounding == "trunc" else round(x)
+    return min(max(value, -(2**31)), 2**31 - 1)
+
+
+def tree_sum_f32(values: Sequence[float]) -> np.float32:
+    """Sum of a power-of-two number of lanes: lane i plus lane i + half, halving each step."""
+    level = [f32(v) for v in values]
+    while len(level) > 1:
+        half = len(level) // 2
+        level = [f32(level[i] + level[i + half]) for i in range(half)]
+    return level[0]
+
+
+def tree_max_f32(values: Sequence[float]) -> np.float32:
+    level = [f32(v) for v in values]
+    while len(level) > 1:
+        half = len(level) // 2
+        level = [fmax(level[i], level[i + half]) for i in range(half)]
+    return level[0]
+
+
+def conflict_depth(
+    addresses: Sequence[int], bank_bytes: int, sub_banks: int, width_bytes: int
+) -> int:
+    """Most distinct words any one sub-bank of any bank is asked for."""
+    words: defaultdict[tuple[int, int], set[int]] = defaultdict(set)
+    for address in addresses:
+        word = address // width_bytes
+        words[(address // bank_bytes, word % sub_banks)].add(word)
+    return max(len(s) for s in words.values())
+
+
+class ReferenceCore:
+    """TCM, counters and first fault of one core, with the memory ops written out plainly."""
+
+    def __init__(self, tcm_bytes: int, bank_bytes: int, sub_banks: int, width_bytes: int):
+        self.tcm = bytearray(tcm_bytes)
+        self.geometry = (bank_bytes, sub_banks, width_bytes)
+        self.counters = [0] * isa.N_COUNTERS
+        self.fault = (isa.FAULT_NONE, 0, 0, 0)
+
+    def _fault(self, code: int, address: int, op_id: int, lane: int) -> None:
+        if self.fault[0] == isa.FAULT_NONE:
+            self.fault = (code, address, op_id, lane)
+
+    def _ok(self, address: int, nbytes: int, alignment: int, op_id: int, lane: int) -> bool:
+        if address % alignment:
+            self._fault(isa.FAULT_MISALIGNED, address, op_id, lane)
+            return False
+        if address < 0 or address + nbytes > len(self.tcm):
+            self._fault(isa.FAULT_OUT_OF_TCM, address, op_id, lane)
+            return False
+        return True
+
+    def load(self, address: int, aligned: bool) -> bytes:
+        self.counters[isa.C_LOAD] += 1
+        op_id = isa.OP_LOAD if aligned else isa.OP_LOADU
+        if not self._ok(address, 64, 64 if aligned else 1, op_id, -1):
+            return bytes(64)
+        return bytes(self.tcm[address : address + 64])
+
+    def store(self, data: bytes, address: int, nbytes: int, op_id: int) -> None:
+        self.counters[isa.C_STORE] += 1
+        alignment = 64 if op_id == isa.OP_STORE else 1
+        if self._ok(address, nbytes, alignment, op_id, -1):
+            self.tcm[address : address + nbytes] = data[:nbytes]
+
+    def _lanes_ok(self, base: int, offsets: Sequence[int], size: int, op_id: int) -> bool:
+        for lane, offset in enumerate(offsets):
+            if not 0 <= offset < 65536:
+                self._fault(isa.FAULT_OUT_OF_WINDOW, base + offset, op_id, lane)
+                return False
+            if not self._ok(base + offset, size, size, op_id, lane):
+                return False
+        return True
+
+    def gather(self, base: int, offsets: Sequence[int], size: int, op_id: int) -> list[bytes]:
+        """The bytes of each lane's element (all zero after a fault)."""
+        self.counters[isa.C_GATHER_A] += 1
+        if not self._lanes_ok(base, offsets, size, op_id):
+            return [bytes(size)] * len(offsets)
+        addresses = [base + o for o in offsets]
+        self.counters[isa.C_GATHER_CONFLICT] += conflict_depth(addresses, *self.geometry)
+        return [bytes(self.tcm[a : a + size]) for a in addresses]
+
+    def scatter(
+        self, elements: Sequence[bytes], base: int, offsets: Sequence[int], op_id: int
+    ) -> None:
+        self.counters[isa.C_SCATTER] += 1
+        size = len(elements[0])
+        if not self._lanes_ok(base, offsets, size, op_id):
+            return
+        for element, offset in zip(elements, offsets, strict=True):
+            self.tcm[base + offset : base + offset + size] = element
+        addresses = [base + o for o in offsets]
+        self.counters[isa.C_SCATTER_CONFLICT] += conflict_depth(addresses, *self.geometry)

@@ -30,17 +30,45 @@ def _split(path: str) -> tuple[str, str]:
 
 def chrome_trace(recording: Recording, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """The trace-event document (`{"traceEvents": [...]}`) for a recording."""
+    return chrome_trace_many([("", recording)], metadata)
+
+
+def chrome_trace_many(
+    runs: list[tuple[str, Recording]], metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One document for several runs (each its own SoC and timeline from 0): the processes
+    of a run are named with its prefix, e.g. "dsp2 vdsp"."""
+    meta: list[dict[str, Any]] = []
+    timed: list[tuple[int, int, int, int, dict[str, Any]]] = []
+    first_pid = 1
+    for prefix, recording in runs:
+        first_pid = _events(recording, prefix, first_pid, meta, timed)
+    timed.sort(key=lambda item: item[:4])
+    doc: dict[str, Any] = {
+        "traceEvents": meta + [item[4] for item in timed],
+        "displayTimeUnit": "ns",
+    }
+    if metadata:
+        doc["otherData"] = metadata
+    return doc
+
+
+def _events(
+    recording: Recording, prefix: str, first_pid: int, meta: list[dict[str, Any]],
+    timed: list[tuple[int, int, int, int, dict[str, Any]]],
+) -> int:
+    """Append one recording's events; returns the next free process id."""
     processes: dict[str, int] = {}
     where: list[tuple[int, int]] = []
-    meta: list[dict[str, Any]] = []
     threads_in: dict[int, int] = {}
     for path in recording.tracks:
         process, thread = _split(path)
         if process not in processes:
-            pid = len(processes) + 1
+            pid = first_pid + len(processes)
             processes[process] = pid
+            label = f"{prefix} {process}" if prefix else process
             meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                         "args": {"name": process}})
+                         "args": {"name": label}})
             meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                          "args": {"sort_index": pid}})
         pid = processes[process]
@@ -52,8 +80,8 @@ def chrome_trace(recording: Recording, metadata: dict[str, Any] | None = None) -
         meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                      "args": {"sort_index": tid}})
 
-    timed: list[tuple[int, int, int, int, dict[str, Any]]] = []
-    for order, s in enumerate(recording.slices):
+    order_base = len(timed)
+    for order, s in enumerate(recording.slices, start=order_base):
         pid, tid = where[s.track]
         event: dict[str, Any] = {"ph": "X", "name": s.name, "pid": pid, "tid": tid,
                                  "ts": _us(s.start_ps), "dur": _us(s.end_ps - s.start_ps)}
@@ -61,16 +89,9 @@ def chrome_trace(recording: Recording, metadata: dict[str, Any] | None = None) -
             event["args"] = dict(s.args)
         # Longer slices first at equal start, so enclosing slices precede their children.
         timed.append((s.start_ps, -(s.end_ps - s.start_ps), pid * 10_000 + tid, order, event))
-    for order, c in enumerate(recording.counters, start=len(recording.slices)):
+    for order, c in enumerate(recording.counters, start=order_base + len(recording.slices)):
         pid, _ = where[c.track]
         event = {"ph": "C", "name": c.name, "pid": pid, "tid": 0, "ts": _us(c.at_ps),
                  "args": dict(c.values)}
         timed.append((c.at_ps, 0, pid * 10_000, order, event))
-    timed.sort(key=lambda item: item[:4])
-    doc: dict[str, Any] = {
-        "traceEvents": meta + [item[4] for item in timed],
-        "displayTimeUnit": "ns",
-    }
-    if metadata:
-        doc["otherData"] = metadata
-    return doc
+    return first_pid + len(processes)

@@ -1,0 +1,304 @@
+"""The three implementations on the emulated SoC, driven as the board's sample drives them.
+
+A `Preprocessor` allocates its pool buffers once (as the sample does at start-up) and then
+runs frames. Every step computes for real and is charged where it runs: CPU steps as A55
+work with their address streams through the cache model and DDR; DSP stages as hbDSPRpc
+calls with their cache maintenance (clean what the CPU wrote before the DSP reads it,
+invalidate what the DSP wrote before the CPU reads it). Stage times are the host's
+simulated time across each stage, as the sample measures them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from emu.cpu.cluster import CpuWork
+from emu.errors import DspError
+from emu.mem.pool import PoolBuffer
+from emu.runtime import hbdsp, hbsys, session, status
+from emu.soc.clock import PS_PER_MS
+from emu.workloads.pointcloud import cpu_kernels as ck
+from emu.workloads.pointcloud import dsp_ops
+from emu.workloads.pointcloud.params import PillarParams
+
+IMPLS = ("cpu", "dsp1", "dsp2")
+STAGES = {
+    "cpu": ("cpu_voxelize", "cpu_encode", "cpu_transpose"),
+    "dsp1": ("dsp_stage1", "cpu_voxelize", "dsp_stage2"),
+    "dsp2": ("dsp_stage1", "cpu_voxelize", "dsp_stage2"),
+}
+
+
+@dataclass
+class FrameResult:
+    """What one implementation produced for one frame, and how long each stage took."""
+
+    features: np.ndarray
+    coords: np.ndarray
+    pillars: int
+    valid: int
+    kept: int
+    stages_ps: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_ps(self) -> int:
+        return sum(self.stages_ps.values())
+
+    def stages_ms(self) -> dict[str, float]:
+        return {name: ps / PS_PER_MS for name, ps in self.stages_ps.items()}
+
+
+class _Stream:
+    """Reusable buffers for one CPU step's recorded work."""
+
+    def __init__(self) -> None:
+        self.addrs = np.zeros(0, np.int64)
+        self.writes = np.zeros(0, np.bool_)
+        self.stats = np.zeros(ck.N_STATS, np.int64)
+
+    def reset(self, capacity: int) -> None:
+        if len(self.addrs) < capacity:
+            self.addrs = np.zeros(capacity, np.int64)
+            self.writes = np.zeros(capacity, np.bool_)
+        self.stats[:] = 0
+
+    def work(self, name: str) -> CpuWork:
+        n = int(self.stats[ck.ENTRIES])
+        return CpuWork(name, ops=int(self.stats[ck.OPS]), fdivs=int(self.stats[ck.FDIVS]),
+                       addrs=self.addrs[:n], is_write=self.writes[:n])
+
+
+def _mem(buf: PoolBuffer) -> hbsys.hbSysMem:
+    mem = hbsys.hbSysMem()
+    mem.phyAddr, mem.virAddr, mem.memSize = buf.phys_addr, buf.data, buf.size_bytes
+    return mem
+
+
+class Preprocessor:
+    """One model's preprocessing on the current session's SoC, all three ways."""
+
+    def __init__(self, params: PillarParams) -> None:
+        self.p = params
+        self.f32 = params.f32()
+        sess = session.current()
+        self.sess = sess
+        pool = sess.soc.pool
+        p = params
+        pk = p.max_pillars * p.max_points_per_pillar
+        n = p.max_input_points
+        words = 3 if p.dims == 5 else 2
+
+        def alloc(nbytes: int, label: str) -> PoolBuffer:
+            return pool.alloc(nbytes, cached=True, label=label)
+
+        self.points = alloc(dsp_ops.HEADER_BYTES + 4 * p.dims * n, "points")
+        self.lut = alloc(4 * p.x_len * p.y_len, "cell table")
+        self.counts = alloc(4 * p.max_pillars, "points per pillar")
+        self.coords = alloc(16 * p.max_pillars, "coords")
+        self.features = alloc(p.dims * pk, "features")
+        self.float_voxels = alloc(dsp_ops.HEADER_BYTES + 4 * p.dims * pk, "float voxels")
+        self.int8_voxels = alloc(dsp_ops.HEADER_BYTES + p.dims * pk, "int8 voxels")
+        self.stage1_packed = alloc(4 * words * n, "stage 1 output (scheme 2)")
+        self.stage1_cells = alloc(4 * n, "stage 1 output (scheme 1)")
+        self.stream = _Stream()
+        self.line_shift = sess.soc.config.cpu.line_bytes.bit_length() - 1
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _run_cpu(self, name: str) -> None:
+        self.sess.host.run_cpu(self.stream.work(name))
+
+    def _memset(self, buf: PoolBuffer, start: int, nbytes: int, value: int) -> None:
+        buf.data[start: start + nbytes] = value
+        ck.memset_stream(buf.phys_addr + start, nbytes, self.stream.addrs, self.stream.writes,
+                         self.stream.stats, self.line_shift)
+
+    def _flush(self, buf: PoolBuffer, flag: int) -> None:
+        """hbSysFlushMem on the whole buffer, as the sample does."""
+        rc = hbsys.hbSysFlushMem(_mem(buf), flag)
+        if rc != 0:
+            raise DspError(f"hbSysFlushMem {buf.label}: {status.describe(rc)}")
+
+    def _rpc(self, cmd: int, inp: PoolBuffer, out: PoolBuffer) -> None:
+        ctrl = hbdsp.hbDSPRpcCtrlParam()
+        hbdsp.HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
+        ctrl.rpcCmd = cmd
+        rc, task = hbdsp.hbDSPRpc(_mem(inp), _mem(out), ctrl)
+        if rc != 0 or task is None:
+            raise DspError(f"hbDSPRpc {cmd:#x}: {hbdsp.hbDSPGetErrorDesc(rc)}")
+        rc = hbdsp.hbDSPWaitTaskDone(task, 0)
+        error = task.error
+        hbdsp.hbDSPReleaseTask(task)
+        if rc != 0:
+            raise DspError(f"DSP stage {cmd:#x} failed: {error}")
+
+    def _reset_tables(self, lut_bytes: int) -> None:
+        """Per frame: cell table to -1, points per pillar to 0, coords rows to (0,-1,-1,-1)."""
+        p = self.p
+        self.stream.reset((lut_bytes + 20 * p.max_pillars) // 64 + 16)
+        self.lut.data[:lut_bytes].view(np.int32)[:] = -1
+        ck.memset_stream(self.lut.phys_addr, lut_bytes, self.stream.addrs, self.stream.writes,
+                         self.stream.stats, self.line_shift)
+        self._memset(self.counts, 0, 4 * p.max_pillars, 0)
+        coords = self.coords.data.view(np.int32).reshape(p.max_pillars, 4)
+        coords[:] = (0, -1, -1, -1)
+        ck.memset_stream(self.coords.phys_addr, 16 * p.max_pillars, self.stream.addrs,
+                         self.stream.writes, self.stream.stats, self.line_shift)
+
+    def _result(self, pillars: int, valid: int, kept: int, stages: dict[str, int]) -> FrameResult:
+        p = self.p
+        features = self.features.data.view(np.int8).reshape(p.features_shape).copy()
+        coords = self.coords.data.view(np.int32).reshape(p.coords_shape).copy()
+        return FrameResult(features, coords, pillars, valid, kept, stages)
+
+    def _timed(self, stages: dict[str, int], name: str, start: int) -> int:
+        now = self.sess.host.now_ps
+        stages[name] = now - start
+        return now
+
+    # --- the implementations ---------------------------------------------------------------
+
+    def load(self, points: np.ndarray) -> int:
+        """Put a frame's points into the input buffer (as the sample reads the file into it)."""
+        n = min(len(points), self.p.max_input_points)
+        head = dsp_ops.HEADER_BYTES
+        self.points.data[head: head + 4 * self.p.dims * n] = \
+            np.ascontiguousarray(points[:n], dtype=np.float32).view(np.uint8).reshape(-1)
+        self.n = n
+        return n
+
+    def run(self, impl: str) -> FrameResult:
+        return {"cpu": self._cpu, "dsp1": self._dsp1, "dsp2": self._dsp2}[impl]()
+
+    def _points_view(self) -> np.ndarray:
+        head = dsp_ops.HEADER_BYTES
+        raw = self.points.data[head: head + 4 * self.p.dims * self.n]
+        return raw.view(np.float32).reshape(self.n, self.p.dims)
+
+    def _bases(self, *bufs: PoolBuffer | tuple[PoolBuffer, int]) -> np.ndarray:
+        out = []
+        for b in bufs:
+            buf, offset = b if isinstance(b, tuple) else (b, 0)
+            out.append(buf.phys_addr + offset)
+        return np.array(out, dtype=np.int64)
+
+    def _cpu(self) -> FrameResult:
+        p, s = self.p, self.stream
+        host = self.sess.host
+        stages: dict[str, int] = {}
+        t = host.now_ps
+        lut_bytes = 4 * p.x_len * p.y_len
+        self._reset_tables(lut_bytes)
+        self._run_cpu("reset tables")
+        points = self._points_view()
+        voxels = self.float_voxels.data[dsp_ops.HEADER_BYTES:].view(np.float32)
+        s.reset(12 * self.n + 64)
+        pillars, valid, kept = ck.voxelize_floats(
+            points, np.zeros(0, np.int32), self.f32, p.x_len, p.y_len, p.max_pillars,
+            p.max_points_per_pillar, False, voxels, self.counts.data.view(np.int32),
+            self.lut.data.view(np.int32), self.coords.data.view(np.int32).reshape(-1, 4),
+            self._bases((self.points, dsp_ops.HEADER_BYTES), self.stage1_cells, self.lut,
+                        self.counts,
+                        self.coords, (self.float_voxels, dsp_ops.HEADER_BYTES)),
+            s.addrs, s.writes, s.stats, self.line_shift)
+        self._run_cpu("voxelize")
+        t = self._timed(stages, "cpu_voxelize", t)
+
+        grid = voxels[: p.max_pillars * p.max_points_per_pillar * p.dims].reshape(
+            p.max_pillars, p.max_points_per_pillar, p.dims)
+        s.reset(2 * kept + pillars + 64)
+        ck.encode_in_place(grid, self.counts.data.view(np.int32), pillars, self.f32,
+                           self._bases(self.counts, (self.float_voxels, dsp_ops.HEADER_BYTES)),
+                           s.addrs, s.writes, s.stats, self.line_shift)
+        self._run_cpu("encode")
+        t = self._timed(stages, "cpu_encode", t)
+
+        used_bytes = 4 * pillars * p.max_points_per_pillar * p.dims
+        s.reset(2 * p.dims * p.max_points_per_pillar * pillars
+                + (len(self.features.data) + used_bytes) // 64 + 64)
+        self._memset(self.features, 0, len(self.features.data), 0)
+        ck.transpose_quantize(grid, pillars, p.slot_major, self.features.data.view(np.int8),
+                              self._bases((self.float_voxels, dsp_ops.HEADER_BYTES),
+                                          self.features),
+                              s.addrs, s.writes, s.stats, self.line_shift)
+        # Clear the used slots for the next frame (empty slots must read as zero).
+        self._memset(self.float_voxels, dsp_ops.HEADER_BYTES, used_bytes, 0)
+        self._run_cpu("transpose")
+        self._timed(stages, "cpu_transpose", t)
+        return self._result(pillars, valid, kept, stages)
+
+    def _dsp2(self) -> FrameResult:
+        return self._dsp(quantize_first=True)
+
+    def _dsp1(self) -> FrameResult:
+        return self._dsp(quantize_first=False)
+
+    def _dsp(self, quantize_first: bool) -> FrameResult:
+        p, s = self.p, self.stream
+        host = self.sess.host
+        stages: dict[str, int] = {}
+        pk = p.max_pillars * p.max_points_per_pillar
+        words = (3 if p.dims == 5 else 2) if quantize_first else 1
+        head = dsp_ops.HEADER_BYTES
+
+        t = host.now_ps
+        self.points.data[:head] = dsp_ops.header(p, self.n)
+        self._flush(self.points, hbsys.HB_SYS_MEM_CACHE_CLEAN)
+        cmd = (dsp_ops.CMD_STAGE1_QUANTIZE_FIRST if quantize_first
+               else dsp_ops.CMD_STAGE1_CELLS)
+        stage1 = self.stage1_packed if quantize_first else self.stage1_cells
+        self._rpc(cmd, self.points, stage1)
+        self._flush(stage1, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
+        t = self._timed(stages, "dsp_stage1", t)
+
+        out = stage1.data[: 4 * words * self.n].view(np.int32).reshape(self.n, words)
+        lut_bytes = 4 * p.x_len * p.y_len
+        self._reset_tables(lut_bytes)
+        self._run_cpu("reset tables")
+        voxels_buf = self.int8_voxels if quantize_first else self.float_voxels
+        record_bytes = p.dims if quantize_first else 4 * p.dims
+        # Empty records must read as zero (int8) or NaN (float records quantise NaN to 0).
+        s.reset(pk * record_bytes // 64 + 64)
+        self._memset(voxels_buf, head, pk * record_bytes, 0 if quantize_first else 0xFF)
+        self._run_cpu("clear voxels")
+        cells = np.ascontiguousarray(out[:, 0])
+        s.reset(12 * self.n + 64)
+        lut = self.lut.data.view(np.int32)
+        coords = self.coords.data.view(np.int32).reshape(-1, 4)
+        counts = self.counts.data.view(np.int32)
+        if quantize_first:
+            t_words = np.ascontiguousarray(out[:, 2]) if p.dims == 5 else np.zeros(0, np.int32)
+            pillars, valid, kept = ck.voxelize_packed(
+                cells, np.ascontiguousarray(out[:, 1]), t_words, p.y_len, p.max_pillars,
+                p.max_points_per_pillar, p.dims, p.slot_major, lut, counts, coords,
+                voxels_buf.data[head:],
+                self._bases(stage1, (stage1, 4), (stage1, 8), self.lut,
+                            self.counts, self.coords, (voxels_buf, head)),
+                s.addrs, s.writes, s.stats, self.line_shift)
+        else:
+            pillars, valid, kept = ck.voxelize_floats(
+                self._points_view(), cells, self.f32, p.x_len, p.y_len, p.max_pillars,
+                p.max_points_per_pillar, p.slot_major, voxels_buf.data[head:].view(np.float32),
+                counts, lut, coords,
+                self._bases((self.points, head), stage1, self.lut, self.counts,
+                            self.coords, (voxels_buf, head)),
+                s.addrs, s.writes, s.stats, self.line_shift)
+        self._run_cpu("voxelize")
+        self._flush(self.coords, hbsys.HB_SYS_MEM_CACHE_CLEAN)
+        t = self._timed(stages, "cpu_voxelize", t)
+
+        voxels_buf.data[:head] = dsp_ops.header(p, pk)
+        self._flush(voxels_buf, hbsys.HB_SYS_MEM_CACHE_CLEAN)
+        cmd = dsp_ops.CMD_STAGE2_TRANSPOSE if quantize_first \
+            else dsp_ops.CMD_STAGE2_ENCODE_TRANSPOSE
+        self._rpc(cmd, voxels_buf, self.features)
+        self._flush(self.features, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
+        self._timed(stages, "dsp_stage2", t)
+        return self._result(pillars, valid, kept, stages)
+
+
+def describe(result: FrameResult) -> dict[str, Any]:
+    return {"pillars": result.pillars, "valid": result.valid, "kept": result.kept}

@@ -76,6 +76,8 @@ def stream(
 ) -> Generator[simpy.Event, Any, int | None]:
     """Run tiles `first`.. of `plan` double-buffered on `core` (see the module docstring)."""
     env = slot.env
+    if first >= plan.tiles:
+        return None
     load, store = core.channels[0], core.channels[min(1, len(core.channels) - 1)]
     banks = [0, 0] if same_bank else [0, 1 % core.cfg.tcm.banks]
     buffers: list[tuple[TcmBuffer, TcmBuffer]] = []

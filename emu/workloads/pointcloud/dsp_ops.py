@@ -124,7 +124,7 @@ def _tile(core: VdspCore, record_bytes: int, count: int) -> int:
     if core.cfg.tcm.banks == 1:
         budget //= 2
     tile = min(budget // record_bytes // TILE_GROUP * TILE_GROUP,
-               -(-count // TILE_GROUP) * TILE_GROUP)
+               max(1, -(-count // TILE_GROUP)) * TILE_GROUP)
     if tile <= 0:
         raise DspError(f"{core.tcm.path}: no room for a tile of {TILE_GROUP} records")
     return tile

@@ -1,0 +1,93 @@
+import numpy as np
+import pytest
+
+from emu.runtime import session
+from emu.workloads.pointcloud.impls import IMPLS, Preprocessor
+from emu.workloads.pointcloud.params import CENTERPOINT, POINTPILLARS
+from tests.workloads.pointcloud_reference import preprocess
+
+# Small grids and limits keep the DSP's stage 2 (P x K records) quick; the arithmetic and
+# every rule are the same as with the full models, which the last tests run.
+SMALL = {
+    "centerpoint": CENTERPOINT.with_overrides(max_pillars=64, max_points_per_pillar=4,
+                                              max_input_points=5000),
+    "pointpillars": POINTPILLARS.with_overrides(max_pillars=48, max_points_per_pillar=6,
+                                                max_input_points=5000),
+}
+
+
+def check_all(points, params):
+    """Every implementation equals the literal reference; returns the reference result."""
+    want = preprocess(points, params)
+    session.start("j5")
+    pre = Preprocessor(params)
+    pre.load(points)
+    for impl in IMPLS:
+        got = pre.run(impl)
+        assert np.array_equal(got.features, want["features"]), impl
+        assert np.array_equal(got.coords, want["coords"]), impl
+        assert (got.pillars, got.valid, got.kept) == (
+            want["pillars"], want["valid"], want["kept"]), impl
+        assert got.total_ps > 0
+    return want
+
+
+def _cloud(params, rng, n):
+    pts = np.zeros((n, params.dims), np.float32)
+    pts[:, 0] = rng.uniform(params.back - 2, params.front + 2, n)
+    pts[:, 1] = rng.uniform(params.right - 2, params.left + 2, n)
+    pts[:, 2] = rng.uniform(params.bottom - 1, params.top + 1, n)
+    pts[:, 3] = rng.uniform(params.lower - 10, params.upper + 10, n)
+    if params.dims == 5:
+        pts[:, 4] = rng.choice(np.float32([0, 0.05, 0.45, 2.0]), n)
+    return pts
+
+
+@pytest.mark.parametrize("model", ["centerpoint", "pointpillars"])
+def test_random_cloud_with_overflowing_pillars(model):
+    params = SMALL[model]
+    points = _cloud(params, np.random.default_rng(1), 3000)
+    want = check_all(points, params)
+    assert want["pillars"] == params.max_pillars  # more unique cells than P: overflow
+
+
+@pytest.mark.parametrize("model", ["centerpoint", "pointpillars"])
+def test_boundary_planes_nan_inf_and_a_crowded_pillar(model):
+    p = SMALL[model]
+    f = np.float32
+    rows = []
+    for x in (p.back, p.front, np.nextafter(f(p.back), f(1e9)), np.nextafter(f(p.front), f(-1e9)),
+              f(p.back) + f(p.x_scale), (f(p.back) + f(p.front)) / 2):
+        for y in (p.right, p.left, np.nextafter(f(p.right), f(1e9)),
+                  np.nextafter(f(p.left), f(-1e9)), f(p.right) + f(p.y_scale)):
+            for z in (p.bottom, p.top, np.nextafter(f(p.top), f(-1e9)), 0.0):
+                rows.append([x, y, z] + [0.5] * (p.dims - 3))
+    special = [np.nan, np.inf, -np.inf]
+    for value in special:
+        for d in range(p.dims):
+            row = [0.3, 0.3, 0.1] + [0.2] * (p.dims - 3)
+            row[d] = value
+            rows.append(row)
+    crowd = [[1.01, 1.01, 0.0] + [0.7] * (p.dims - 3)] * (p.max_points_per_pillar + 5)
+    points = np.array(rows + crowd, dtype=np.float32)
+    want = check_all(points, p)
+    assert want["kept"] < want["valid"]  # the crowded pillar dropped points
+
+
+@pytest.mark.parametrize("model", ["centerpoint", "pointpillars"])
+def test_empty_input_and_all_points_invalid(model):
+    p = SMALL[model]
+    empty = check_all(np.zeros((0, p.dims), np.float32), p)
+    assert empty["pillars"] == 0 and not empty["features"].any()
+    invalid = np.full((100, p.dims), np.nan, np.float32)
+    invalid[50:, 0] = p.front + 1
+    want = check_all(invalid, p)
+    assert want["valid"] == 0 and (want["coords"][0, 0, :, 1:] == -1).all()
+
+
+def test_full_models_on_small_synthetic_frames():
+    from emu.workloads import lidar
+
+    for params in (CENTERPOINT, POINTPILLARS):
+        (_, points), = lidar.synthetic_frames(params.name, 1, 3, 4000)
+        check_all(points, params)

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# The benchmarks import `emu` (installed or not) and the references in `tests/`.
+sys.path.insert(0, str(HERE.parent))
 
 
 def main(argv: list[str]) -> int:

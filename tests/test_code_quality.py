@@ -8,7 +8,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ruff_is_clean():
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "emu", "tests", "benchmarks"],
+    folders = ["emu", "tests", "benchmarks", "tools"]
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", *folders],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--dump-format", choices=["npy", "txt", "both"], default="npy",
                     help="npy arrays, the board's text form (one integer a line), or both")
 
+    commands.add_parser(
+        "calibrate", parents=[hardware, _output_options(trace=False)],
+        help="predicted vs measured J5 timings (shared/calibration/j5.md) and the error",
+        description="Run the calibration targets (CenterPoint preprocessing, 16 synthetic "
+                    "300,000-point frames, seed 0) on the chosen hardware and print each "
+                    "target's measured value, the prediction and the error, with the "
+                    "statistics of the frames used. The fit itself: tools/fit_j5.py.")
+
     config = commands.add_parser("config", help="show the resolved hardware configuration")
     config_cmds = config.add_subparsers(dest="config_command", metavar="ACTION", required=True,
                                         parser_class=_Parser)
@@ -152,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _dsp(args)
         if args.command == "pointcloud":
             return _pointcloud(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         return _scenario(args)
     except UserError as exc:
         print(f"emu: error: {exc}", file=sys.stderr)
@@ -204,6 +214,36 @@ def _list(args: argparse.Namespace) -> int:
         _emit_json([{"kind": k, "name": n, "description": d} for k, n, d in items])
     else:
         print(render(["kind", "name", "description"], items))
+    return EXIT_OK
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from emu.report.table import render
+    from emu.workloads.pointcloud import calibration
+
+    _resolve(args)
+    if args.config is not None:
+        # The report runs on preset + overrides; fold the file in as overrides.
+        from emu.soc.config import load_config
+
+        resolved = load_config(args.preset, args.config, args.overrides)
+        overrides = [f"{info.key}={value!r}" if info.unit != "name" else f"{info.key}={value}"
+                     for info, value, _ in resolved.leaves()]
+    else:
+        overrides = list(args.overrides)
+    report = calibration.calibration_report(args.preset, overrides)
+    if args.json:
+        _emit_json(report)
+        return EXIT_OK
+    rows = [(t["target"], t["measured"], t["predicted"], t["unit"], f"{t['error']:+.1%}",
+             f"{t['tolerance']:.0%}", "yes" if t["within"] else "NO") for t in report["targets"]]
+    print(render(["target", "measured", "predicted", "unit", "error", "tolerance", "within"],
+                 rows, title=f"J5 calibration, preset {args.preset}"))
+    stats = report["frame_statistics"]
+    print(f"\nframes: {stats['frames']} synthetic nuScenes-like frames of "
+          f"{stats['points_per_frame']} points; valid points {stats['valid_points']}; "
+          f"pillars {stats['pillars']}; kept points per pillar "
+          f"{stats['kept_points_per_pillar']}")
     return EXIT_OK
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from emu.soc.config import load_config  # noqa: E402
+from emu.soc.config import format_value, load_config, schema_fields  # noqa: E402
 from emu.workloads.pointcloud import calibration  # noqa: E402
 
 # (key, integer?, lower bound, upper bound): the unknowns of shared/calibration/j5.md that
@@ -97,6 +97,7 @@ def fit(max_evals: int) -> dict[str, float]:
 
 def write(values: dict[str, float]) -> None:
     path = ROOT / "emu" / "soc" / "presets" / "j5.toml"
+    fields = {info.key: info for info in schema_fields()}
     text = path.read_text()
     section = ""
     lines = []
@@ -109,8 +110,8 @@ def write(values: dict[str, float]) -> None:
         spec = next((p for p in PARAMETERS if p[0] == key), None)
         if match and spec is not None:
             v = values[key]
-            shown = str(round(v)) if spec[1] else repr(v)
-            line = f'{match.group(1)} = {{ value = {shown}, source = "{SOURCE}" }}'
+            shown = format_value(fields[key], round(v) if spec[1] else v)
+            line = f'{match.group(1)} = {{ value = "{shown}", source = "{SOURCE}" }}'
         lines.append(line)
     path.write_text("\n".join(lines) + "\n")
     print(f"wrote {path}")

@@ -67,3 +67,26 @@ def test_bad_input_file_exits_2_naming_it_and_writes_nothing(tmp_path, capsys):
     code, _, err = _run(capsys, "pointcloud", "--model", "centerpoint", "--input", str(bad),
                         "--points", "5")
     assert code == 2 and "--points" in err
+
+
+def _stages(capsys, *sets):
+    argv = ["pointcloud", "--model", "centerpoint", "--synthetic", "1", "--points", "20000",
+            "--json", "--impl", "dsp2", "--impl", "dsp1"]
+    for s in sets:
+        argv += ["--set", s]
+    code, out, _ = _run(capsys, *argv)
+    assert code == 0
+    impls = json.loads(out)["frames"][0]["impls"]
+    return {impl: impls[impl]["stages"] for impl in impls}
+
+
+def test_dsp_clock_moves_only_dsp_stages_and_dsp1_is_slower_than_dsp2(capsys):
+    base = _stages(capsys)
+    fast = _stages(capsys, "vdsp.freq_hz=1296MHz")
+    for impl in ("dsp1", "dsp2"):
+        assert fast[impl]["cpu_voxelize"] == base[impl]["cpu_voxelize"]
+        assert fast[impl]["dsp_stage1"] < base[impl]["dsp_stage1"]
+        assert fast[impl]["dsp_stage2"] < base[impl]["dsp_stage2"]
+    assert sum(base["dsp1"].values()) > sum(base["dsp2"].values())
+    slow_ddr = _stages(capsys, "ddr.latency_ps=400ns")
+    assert slow_ddr["dsp2"]["cpu_voxelize"] > base["dsp2"]["cpu_voxelize"]

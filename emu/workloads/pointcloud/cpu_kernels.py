@@ -103,6 +103,39 @@ def assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars):
 
 
 @njit
+def _take_slot(idx, idy, lut_index, tables, state, max_pillars, max_slots, where, rec,
+               line_shift):
+    """Steps 3-4 for a valid point, recording the table accesses: (pillar, slot), with
+    slot -1 when the pillar is full.
+
+    `tables` = (lut, coords, counts); `where` = ((array id, base address) of the lut,
+    coords and counts); `rec` = (stream_addrs, stream_writes, last, stats).
+    """
+    lut, coords, counts = tables
+    (lut_id, lut_base), (coords_id, coords_base), (counts_id, counts_base) = where
+    stream_addrs, stream_writes, last, stats = rec
+    _touch(stream_addrs, stream_writes, last, stats, lut_id, lut_base + 4 * lut_index, False,
+           line_shift)
+    pillar, new = assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars)
+    stats[OPS] += 6
+    if new:
+        _touch(stream_addrs, stream_writes, last, stats, lut_id, lut_base + 4 * lut_index,
+               True, line_shift)
+        _touch(stream_addrs, stream_writes, last, stats, coords_id, coords_base + 16 * pillar,
+               True, line_shift)
+        stats[OPS] += 6
+    _touch(stream_addrs, stream_writes, last, stats, counts_id, counts_base + 4 * pillar,
+           False, line_shift)
+    slot = counts[pillar]
+    if slot >= max_slots:
+        return pillar, -1
+    counts[pillar] = slot + 1
+    _touch(stream_addrs, stream_writes, last, stats, counts_id, counts_base + 4 * pillar, True,
+           line_shift)
+    return pillar, slot
+
+
+@njit
 def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot_major, voxels,
                     counts, lut, coords, bases, stream_addrs, stream_writes, stats, line_shift):
     """Steps 1-4 with the raw float values of kept points in `voxels` (flat float32, `dims`
@@ -116,6 +149,9 @@ def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot
     n, dims = points.shape
     last = np.full((6, 2), -1, np.int64)
     state = np.zeros(1, np.int64)
+    tables = (lut, coords, counts)
+    where = ((2, bases[2]), (4, bases[4]), (3, bases[3]))
+    rec = (stream_addrs, stream_writes, last, stats)
     valid = 0
     kept = 0
     for i in range(n):
@@ -137,25 +173,10 @@ def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot
                 continue
             stats[FDIVS] += 2
         valid += 1
-        lut_index = idy * x_len + idx
-        _touch(stream_addrs, stream_writes, last, stats, 2, bases[2] + 4 * lut_index, False,
-               line_shift)
-        pillar, new = assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars)
-        stats[OPS] += 6
-        if new:
-            _touch(stream_addrs, stream_writes, last, stats, 2, bases[2] + 4 * lut_index, True,
-                   line_shift)
-            _touch(stream_addrs, stream_writes, last, stats, 4, bases[4] + 16 * pillar, True,
-                   line_shift)
-            stats[OPS] += 6
-        _touch(stream_addrs, stream_writes, last, stats, 3, bases[3] + 4 * pillar, False,
-               line_shift)
-        slot = counts[pillar]
-        if slot >= max_slots:
+        pillar, slot = _take_slot(idx, idy, idy * x_len + idx, tables, state, max_pillars,
+                                  max_slots, where, rec, line_shift)
+        if slot < 0:
             continue
-        counts[pillar] = slot + 1
-        _touch(stream_addrs, stream_writes, last, stats, 3, bases[3] + 4 * pillar, True,
-               line_shift)
         if cells.size:
             _touch(stream_addrs, stream_writes, last, stats, 0, bases[0] + 4 * dims * i, False,
                    line_shift)
@@ -252,6 +273,9 @@ def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_ma
     n_points = cells.size
     last = np.full((7, 2), -1, np.int64)
     state = np.zeros(1, np.int64)
+    tables = (lut, coords, counts)
+    where = ((3, bases[3]), (5, bases[5]), (4, bases[4]))
+    rec = (stream_addrs, stream_writes, last, stats)
     valid = 0
     kept = 0
     for i in range(n_points):
@@ -264,25 +288,11 @@ def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_ma
         valid += 1
         idx = cell & 0xFFFF
         idy = cell >> 16
-        lut_index = idx * y_len + idy  # the 2-D table is indexed [idx][idy]
-        _touch(stream_addrs, stream_writes, last, stats, 3, bases[3] + 4 * lut_index, False,
-               line_shift)
-        pillar, new = assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars)
-        stats[OPS] += 6
-        if new:
-            _touch(stream_addrs, stream_writes, last, stats, 3, bases[3] + 4 * lut_index, True,
-                   line_shift)
-            _touch(stream_addrs, stream_writes, last, stats, 5, bases[5] + 16 * pillar, True,
-                   line_shift)
-            stats[OPS] += 6
-        _touch(stream_addrs, stream_writes, last, stats, 4, bases[4] + 4 * pillar, False,
-               line_shift)
-        slot = counts[pillar]
-        if slot >= max_slots:
+        # The 2-D table is indexed [idx][idy].
+        pillar, slot = _take_slot(idx, idy, idx * y_len + idy, tables, state, max_pillars,
+                                  max_slots, where, rec, line_shift)
+        if slot < 0:
             continue
-        counts[pillar] = slot + 1
-        _touch(stream_addrs, stream_writes, last, stats, 4, bases[4] + 4 * pillar, True,
-               line_shift)
         if slot_major:
             record = slot * max_pillars + pillar
         else:

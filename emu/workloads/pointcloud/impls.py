@@ -11,7 +11,6 @@ simulated time across each stage, as the sample measures them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -25,11 +24,6 @@ from emu.workloads.pointcloud import dsp_ops
 from emu.workloads.pointcloud.params import PillarParams
 
 IMPLS = ("cpu", "dsp1", "dsp2")
-STAGES = {
-    "cpu": ("cpu_voxelize", "cpu_encode", "cpu_transpose"),
-    "dsp1": ("dsp_stage1", "cpu_voxelize", "dsp_stage2"),
-    "dsp2": ("dsp_stage1", "cpu_voxelize", "dsp_stage2"),
-}
 
 
 @dataclass
@@ -299,6 +293,3 @@ class Preprocessor:
         self._timed(stages, "dsp_stage2", t)
         return self._result(pillars, valid, kept, stages)
 
-
-def describe(result: FrameResult) -> dict[str, Any]:
-    return {"pillars": result.pillars, "valid": result.valid, "kept": result.kept}

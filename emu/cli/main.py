@@ -206,10 +206,13 @@ def _list(args: argparse.Namespace) -> int:
     from emu.mem.ddr import POLICIES
     from emu.report.table import render
     from emu.soc.config import preset_names
+    from emu.vdsp import ops
 
     items = [("preset", name, "hardware preset") for name in preset_names()]
     items += [("scenario", name, desc) for name, desc in _SCENARIOS.items()]
     items += [("ddr.policy", name, desc) for name, (_, desc) in POLICIES.items()]
+    items += [("dsp operator", f"{op.cmd:#05x} {op.name}", op.description)
+              for op in ops.operators()]
     if args.json:
         _emit_json([{"kind": k, "name": n, "description": d} for k, n, d in items])
     else:
@@ -221,17 +224,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     from emu.report.table import render
     from emu.workloads.pointcloud import calibration
 
-    _resolve(args)
-    if args.config is not None:
-        # The report runs on preset + overrides; fold the file in as overrides.
-        from emu.soc.config import load_config
-
-        resolved = load_config(args.preset, args.config, args.overrides)
-        overrides = [f"{info.key}={value!r}" if info.unit != "name" else f"{info.key}={value}"
-                     for info, value, _ in resolved.leaves()]
-    else:
-        overrides = list(args.overrides)
-    report = calibration.calibration_report(args.preset, overrides)
+    _resolve(args)  # a bad configuration stops the run before any work
+    report = calibration.calibration_report(args.preset, args.overrides, args.config)
     if args.json:
         _emit_json(report)
         return EXIT_OK

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from emu.soc.clock import PS_PER_US
 from emu.soc.trace import Recording
-
-_PS_PER_US = 1_000_000
 
 
 def _us(ps: int) -> float:
-    return ps / _PS_PER_US
+    return ps / PS_PER_US
 
 
 def _split(path: str) -> tuple[str, str]:

@@ -112,12 +112,12 @@ def hbSysFlushMem(mem: hbSysMem, flag: int) -> int:
     return HB_SYS_SUCCESS
 
 
-def _copy_cost(buf: PoolBuffer, size: int, label: str) -> CpuWork:
+def _copy_cost(buf: PoolBuffer, size: int, label: str, *, writes: bool) -> CpuWork:
     # memcpy on the host core: one 16-byte load and store per 16 bytes, through the caches.
     line = session.current().soc.config.cpu.line_bytes
     addrs = np.arange(buf.phys_addr, buf.phys_addr + size, line, dtype=np.int64)
     return CpuWork(label, ops=2 * -(-size // 16), addrs=addrs,
-                   is_write=np.full(len(addrs), label == "hbSysWriteMem"))
+                   is_write=np.full(len(addrs), writes))
 
 
 def hbSysWriteMem(dest: hbSysMem, src: Any, size: int) -> int:
@@ -132,7 +132,7 @@ def hbSysWriteMem(dest: hbSysMem, src: Any, size: int) -> int:
     sess = session.current()
     sess.host.api_call("hbSysWriteMem")
     buf.data[:size] = data[:size]
-    sess.host.run_cpu(_copy_cost(buf, size, "hbSysWriteMem"))
+    sess.host.run_cpu(_copy_cost(buf, size, "hbSysWriteMem", writes=True))
     return HB_SYS_SUCCESS
 
 
@@ -149,5 +149,5 @@ def hbSysReadMem(dest: npt.NDArray[Any], src: hbSysMem, size: int) -> int:
     sess = session.current()
     sess.host.api_call("hbSysReadMem")
     view[:size] = buf.data[:size]
-    sess.host.run_cpu(_copy_cost(buf, size, "hbSysReadMem"))
+    sess.host.run_cpu(_copy_cost(buf, size, "hbSysReadMem", writes=False))
     return HB_SYS_SUCCESS

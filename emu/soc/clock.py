@@ -35,9 +35,6 @@ class Clock:
             raise ValueError(f"clock {self.name}: negative cycle count {cycles!r}")
         return ceil_div(Fraction(cycles) * PS_PER_S, self._freq)
 
-    def ps_to_cycles(self, ps: int) -> float:
-        return float(Fraction(ps) * self._freq / PS_PER_S)
-
     def __repr__(self) -> str:
         return f"Clock({self.name!r}, {self.freq_hz:g} Hz)"
 
@@ -52,6 +49,3 @@ def bytes_to_ps(nbytes: int, bytes_per_s: float) -> int:
 def ps_to_ms(ps: int) -> float:
     return ps / PS_PER_MS
 
-
-def ps_to_us(ps: int) -> float:
-    return ps / PS_PER_US

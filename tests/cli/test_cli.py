@@ -97,7 +97,8 @@ def test_list_names_presets_scenarios_and_policies(capsys):
     code, out, _ = _run(capsys, "list", "--json")
     assert code == 0
     items = {(i["kind"], i["name"]) for i in json.loads(out)}
-    assert {("preset", "j5"), ("scenario", "cameras"), ("ddr.policy", "fair")} <= items
+    assert {("preset", "j5"), ("scenario", "cameras"), ("ddr.policy", "fair"),
+            ("dsp operator", "0x400 softmax")} <= items
 
 
 def test_help_is_instant_and_imports_no_heavy_module():

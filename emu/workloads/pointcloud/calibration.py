@@ -57,10 +57,11 @@ def frames(count: int = FRAMES, seed: int = SEED) -> list[runner.Frame]:
 
 
 def predict(frame_set: Sequence[runner.Frame], preset: str = "j5",
-            overrides: Sequence[str] = ()) -> tuple[dict[str, float], dict[str, Any]]:
+            overrides: Sequence[str] = (), config_file: str | None = None,
+            ) -> tuple[dict[str, float], dict[str, Any]]:
     """The emulator's value for every target, and the report it came from."""
     report, _ = runner.run("centerpoint", ["cpu", "dsp2"], list(frame_set), preset=preset,
-                           overrides=overrides)
+                           config_file=config_file, overrides=overrides)
     rows = report["frames"]
 
     def mean_stage(stage: str) -> float:
@@ -95,8 +96,9 @@ def frame_statistics(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def calibration_report(preset: str = "j5", overrides: Sequence[str] = ()) -> dict[str, Any]:
-    predicted, report = predict(frames(), preset, overrides)
+def calibration_report(preset: str = "j5", overrides: Sequence[str] = (),
+                       config_file: str | None = None) -> dict[str, Any]:
+    predicted, report = predict(frames(), preset, overrides, config_file)
     err = errors(predicted)
     return {
         "preset": preset,

@@ -98,6 +98,7 @@ class Preprocessor:
         self.stage1_packed = alloc(4 * words * n, "stage 1 output (scheme 2)")
         self.stage1_cells = alloc(4 * n, "stage 1 output (scheme 1)")
         self.stream = _Stream()
+        self.n = 0  # points of the loaded frame
         self.line_shift = sess.soc.config.cpu.line_bytes.bit_length() - 1
 
     # --- helpers ---------------------------------------------------------------------------

@@ -22,3 +22,19 @@ def njit(kernel: _Kernel) -> _Kernel:
     kernel's own signature rather than numba's untyped dispatcher.
     """
     return cast(_Kernel, numba.njit(cache=True, nogil=True)(kernel))
+
+
+def njit_inline(helper: _Kernel) -> _Kernel:
+    """Decorate a small helper that numba copies into every compiled caller.
+
+    A call between compiled functions costs reference-count updates (atomic, through the
+    runtime) for every array that crosses it; inlining a helper at numba's level, before its
+    reference-count pruning runs, removes them, so hot ops can stay leaf functions.
+    """
+    return cast(_Kernel, numba.njit(cache=True, nogil=True, inline="always")(helper))
+
+
+def njit_ieee(kernel: _Kernel) -> _Kernel:
+    """`njit` for code whose scalar float division must follow IEEE 754, as vector lanes do:
+    x / 0 gives +-inf and 0 / 0 NaN, where Python semantics would raise ZeroDivisionError."""
+    return cast(_Kernel, numba.njit(cache=True, nogil=True, error_model="numpy")(kernel))

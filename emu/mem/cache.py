@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from emu.jit import njit
+from emu.jit import njit, njit_inline
 from emu.soc.config import CacheLevelConfig, CpuConfig
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -290,7 +290,7 @@ class CacheHierarchy:
         return min(first, _INT64_MAX), min(end, _INT64_MAX)
 
 
-@njit
+@njit_inline
 def _find(tags: npt.NDArray[np.int64], cache: int, s: int, line: int) -> int:
     """Way of `line` in set `s`, or -1."""
     for way in range(tags.shape[2]):
@@ -299,7 +299,7 @@ def _find(tags: npt.NDArray[np.int64], cache: int, s: int, line: int) -> int:
     return -1
 
 
-@njit
+@njit_inline
 def _insert(level: _Level, cache: int, s: int, line: int, dirty: int, stamp: int) -> int:
     """Put `line` in set `s` as MRU; return the dirty line it evicted, or -1."""
     tags, lru_stamps, dirt = level
@@ -317,7 +317,7 @@ def _insert(level: _Level, cache: int, s: int, line: int, dirty: int, stamp: int
     return evicted
 
 
-@njit
+@njit_inline
 def _write_back(level: _Level, cache: int, line: int, stamp: int) -> int:
     """Take a dirty line evicted from the level above; return the dirty line this evicts, or -1."""
     s = line & (level[0].shape[1] - 1)
@@ -343,6 +343,9 @@ def _access_kernel(
     counts = [L1D hits, L2 hits, L3 hits, DDR reads, DDR write-backs].
     """
     l1_hits = l2_hits = l3_hits = ddr_reads = ddr_writebacks = 0
+    l1_tags, l1_stamps, l1_dirt = l1d
+    l2_tags, l2_stamps = l2[0], l2[1]
+    l3_tags, l3_stamps = l3[0], l3[1]
     l1_mask = l1d[0].shape[1] - 1
     l2_mask = l2[0].shape[1] - 1
     l3_mask = l3[0].shape[1] - 1
@@ -351,24 +354,24 @@ def _access_kernel(
         dirty = 1 if is_write[i] else 0
         clock += 1
         s1 = line & l1_mask
-        way = _find(l1d[0], core, s1, line)
+        way = _find(l1_tags, core, s1, line)
         if way >= 0:
             l1_hits += 1
-            l1d[1][core, s1, way] = clock
+            l1_stamps[core, s1, way] = clock
             if dirty:
-                l1d[2][core, s1, way] = 1
+                l1_dirt[core, s1, way] = 1
             continue
         s2 = line & l2_mask
-        way = _find(l2[0], core, s2, line)
+        way = _find(l2_tags, core, s2, line)
         if way >= 0:
             l2_hits += 1
-            l2[1][core, s2, way] = clock
+            l2_stamps[core, s2, way] = clock
         else:
             s3 = line & l3_mask
-            way = _find(l3[0], 0, s3, line)
+            way = _find(l3_tags, 0, s3, line)
             if way >= 0:
                 l3_hits += 1
-                l3[1][0, s3, way] = clock
+                l3_stamps[0, s3, way] = clock
             else:
                 ddr_reads += 1
                 if _insert(l3, 0, s3, line, 0, clock) >= 0:

@@ -8,21 +8,35 @@ a kernel (where numba inlines it) and from plain Python (tests, notebooks). That
 ops do not sit behind validating Python wrappers: a kernel calls them directly. Argument
 types are checked by numba when it compiles the caller; vector sizes are checked at run
 time (ValueError) wherever a wrong size would otherwise touch memory out of bounds, and
-elementwise ops rely on numpy broadcasting to reject mismatched lanes.
+every op checks that its vectors have its lane count.
 
-Machine context. The first argument of every op is a `Context` (a named tuple, usable as
-the plain tuple `(tcm, counters, fault, geometry)`), made by `make_context`:
+Machine context. The first argument of every op is a `Context` (a numba structure reference
+whose fields Python reads as attributes), made by `make_context`:
   - `tcm`: uint8[tcm_bytes], the core's local data RAM, all banks back to back; ISA
     addresses are byte offsets into it;
   - `counters`: int64[N_COUNTERS], indexed by the `C_*` constants below;
   - `fault`: int64[4] = [code, byte_address, op_id, lane] of the FIRST memory fault
     (code `FAULT_NONE` = 0 while there was none; lane is -1 for whole-vector ops);
-  - `geometry`: int64[3] = [bank_bytes, sub_banks, sub_bank_width_bytes].
+  - `geometry`: int64[5] = [bank_bytes, sub_banks, sub_bank_width_bytes, log2(width),
+    log2(bank_bytes / width)];
+  - `scratch`: int64 working space of the gather and scatter ops (lane words and
+    per-sub-bank counts);
+  - `tcm_i8`, `tcm_i16`, `tcm_i32`, `tcm_f32`: the TCM seen as elements of each gather and
+    scatter size (views of `tcm`, made once rather than per op).
 
-Vectors are fresh 1-D numpy arrays of 64 bytes, lanes in little-endian order: f32/i32/u32
-have 16 lanes, i16/u16 32 and i8/u8 64. Masks are bool arrays with one entry per lane. Every
-op returns a new array. The `as_*` bitcasts reinterpret the same 64 bytes; like C casts
-between vector types they are not instructions, so they take no context and count nothing.
+Vectors are 1-D numpy arrays of 64 bytes, lanes in little-endian order: f32/i32/u32 have
+16 lanes, i16/u16 32 and i8/u8 64. Masks are bool arrays with one entry per lane. The `as_*`
+bitcasts reinterpret the same 64 bytes; like C casts between vector types they are not
+instructions, so they take no context and count nothing.
+
+Destination registers. Every op that produces a vector takes an optional last argument
+`out`: without it the op returns a new array; with it the op writes its result into `out`
+and returns it. `out` must have the op's lane type and count (another type is a numba typing
+error, another count a ValueError). Kernels make their registers once (`np.empty(16,
+np.float32)`, ...) and pass them in their loops, as C code names vector variables: an op
+then allocates nothing, which makes it several times cheaper to emulate. For lane-wise ops
+and the interleaves `out` may be one of the inputs (`add_i32(ctx, a, b, out=a)`); the ops
+that move lanes between halves (packs, unpacks) need an `out` of their own.
 
 Memory faults. A load, store, gather or scatter that would leave the TCM, break its
 alignment rule or leave the 64 KiB gather/scatter window records a fault (only the first
@@ -63,12 +77,14 @@ the stale `__pycache__/*.nbi`/`*.nbc` of the kernels (or touch their files).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+from numba.core import types
+from numba.experimental import structref
 
-from emu.jit import njit
+from emu.jit import njit, njit_ieee, njit_inline
 
 F32 = npt.NDArray[np.float32]
 I32 = npt.NDArray[np.int32]
@@ -178,17 +194,84 @@ _ELEMENT_BYTES = {
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
+_MAX_LANES = VECTOR_BYTES
+"""The most lanes a vector op has (64 int8 lanes): room for the lane words in `scratch`."""
 _REDUCE_STEPS_16 = 4
 """Tree steps of a 16-lane horizontal reduction: log2(16)."""
 
 
-class Context(NamedTuple):
-    """The state of one core that ops read and update; see the module docstring."""
+@structref.register
+class ContextType(types.StructRef):
+    """The numba type of `Context`."""
 
-    tcm: U8
-    counters: npt.NDArray[np.int64]
-    fault: npt.NDArray[np.int64]
-    geometry: npt.NDArray[np.int64]
+    def preprocess_fields(self, fields: Any) -> tuple[tuple[str, Any], ...]:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+_CONTEXT_FIELDS = (
+    "tcm", "counters", "fault", "geometry", "scratch", "tcm_i8", "tcm_i16", "tcm_i32", "tcm_f32"
+)
+
+
+class Context(structref.StructRefProxy):
+    """The state of one core that ops read and update; see the module docstring.
+
+    One reference-counted object rather than a tuple of arrays: a compiled op that numba does
+    not inline into its kernel then pays one reference-count update for the whole context,
+    not one per array in it. Python reads the fields as attributes.
+    """
+
+    @property
+    def tcm(self) -> U8:
+        return _field(self, 0)
+
+    @property
+    def counters(self) -> npt.NDArray[np.int64]:
+        return _field(self, 1)
+
+    @property
+    def fault(self) -> npt.NDArray[np.int64]:
+        return _field(self, 2)
+
+    @property
+    def geometry(self) -> npt.NDArray[np.int64]:
+        return _field(self, 3)
+
+    @property
+    def scratch(self) -> npt.NDArray[np.int64]:
+        return _field(self, 4)
+
+    @property
+    def tcm_i8(self) -> I8:
+        return _field(self, 5)
+
+    @property
+    def tcm_i16(self) -> I16:
+        return _field(self, 6)
+
+    @property
+    def tcm_i32(self) -> I32:
+        return _field(self, 7)
+
+    @property
+    def tcm_f32(self) -> F32:
+        return _field(self, 8)
+
+
+structref.define_proxy(Context, ContextType, list(_CONTEXT_FIELDS))
+
+
+@njit
+def _fields(ctx: Context) -> tuple[U8, npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                   npt.NDArray[np.int64], npt.NDArray[np.int64], I8, I16, I32,
+                                   F32]:
+    return (ctx.tcm, ctx.counters, ctx.fault, ctx.geometry, ctx.scratch, ctx.tcm_i8,
+            ctx.tcm_i16, ctx.tcm_i32, ctx.tcm_f32)
+
+
+def _field(ctx: Context, index: int) -> npt.NDArray[Any]:
+    """One field of a context, read from Python (the views share the context's memory)."""
+    return _fields(ctx)[index]
 
 
 def make_context(
@@ -233,22 +316,31 @@ def make_context(
             f"bank_bytes: {bank_bytes} is not a multiple of sub_banks x sub_bank_width_bytes "
             f"= {round_bytes}"
         )
+    tcm = np.zeros(int(tcm_bytes), dtype=np.uint8)
+    width_shift = int(sub_bank_width_bytes).bit_length() - 1
+    words_per_bank_shift = int(bank_bytes).bit_length() - 1 - width_shift
+    geometry = [bank_bytes, sub_banks, sub_bank_width_bytes, width_shift, words_per_bank_shift]
     return Context(
-        tcm=np.zeros(int(tcm_bytes), dtype=np.uint8),
-        counters=np.zeros(N_COUNTERS, dtype=np.int64),
-        fault=np.zeros(4, dtype=np.int64),
-        geometry=np.array([bank_bytes, sub_banks, sub_bank_width_bytes], dtype=np.int64),
+        tcm,
+        np.zeros(N_COUNTERS, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+        np.array(geometry, dtype=np.int64),
+        np.zeros(_MAX_LANES + int(sub_banks), dtype=np.int64),
+        tcm.view(np.int8),
+        tcm.view(np.int16),
+        tcm.view(np.int32),
+        tcm.view(np.float32),
     )
 
 
 def reset_counters(ctx: Context) -> None:
     """Set every counter back to zero (the TCM and the fault record are left alone)."""
-    ctx[1][:] = 0
+    ctx.counters[:] = 0
 
 
 def clear_fault(ctx: Context) -> None:
     """Forget the recorded fault, so that the next one is recorded."""
-    ctx[2][:] = 0
+    ctx.fault[:] = 0
 
 
 def describe_fault(fault: Sequence[int] | npt.NDArray[np.int64]) -> str:
@@ -277,12 +369,12 @@ def describe_fault(fault: Sequence[int] | npt.NDArray[np.int64]) -> str:
 # --- bookkeeping ---------------------------------------------------------------------------
 
 
-@njit
+@njit_inline
 def _tick(ctx: Context, counter: int, n: int) -> None:
-    ctx[1][counter] += n
+    ctx.counters[counter] += n
 
 
-@njit
+@njit_inline
 def _record_fault(
     fault: npt.NDArray[np.int64], code: int, address: int, op_id: int, lane: int
 ) -> None:
@@ -293,20 +385,20 @@ def _record_fault(
         fault[3] = lane
 
 
-@njit
+@njit_inline
 def _access_ok(ctx: Context, address: int, nbytes: int, alignment: int, op_id: int) -> bool:
     """Whether a whole-vector op may access `nbytes` at `address` (`alignment` a power of
     two); records the fault when not."""
     if address & (alignment - 1):
-        _record_fault(ctx[2], FAULT_MISALIGNED, address, op_id, -1)
+        _record_fault(ctx.fault, FAULT_MISALIGNED, address, op_id, -1)
         return False
-    if address < 0 or address + nbytes > ctx[0].size:
-        _record_fault(ctx[2], FAULT_OUT_OF_TCM, address, op_id, -1)
+    if address < 0 or address + nbytes > ctx.tcm.size:
+        _record_fault(ctx.fault, FAULT_OUT_OF_TCM, address, op_id, -1)
         return False
     return True
 
 
-@njit
+@njit_inline
 def _check_size(vec: _Vec[Any], size: int) -> None:
     """Reject a vector (or its byte view, or an offsets vector) of the wrong size for the op,
     before a kernel loop could read or write past its end."""
@@ -363,47 +455,76 @@ def as_u8(vec: _Vec[Any]) -> U8:
 
 
 @njit
-def splat_f32(ctx: Context, x: _Float) -> F32:
+def splat_f32(ctx: Context, x: _Float, out: F32 | None = None) -> F32:
     """16 lanes of float32(x), like the replicate behind `(xb_vecN_2xf32)x`. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.full(16, x, np.float32)
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(out, 16)
+    value = np.float32(x)
+    for i in range(16):
+        out[i] = value
+    return out
 
 
 @njit
-def splat_i32(ctx: Context, x: _Int) -> I32:
+def splat_i32(ctx: Context, x: _Int, out: I32 | None = None) -> I32:
     """16 lanes of x (which must fit int32), like `(xb_vecN_2x32v)x`. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.full(16, x, np.int32)
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = x
+    return out
 
 
 @njit
-def splat_i16(ctx: Context, x: _Int) -> I16:
+def splat_i16(ctx: Context, x: _Int, out: I16 | None = None) -> I16:
     """32 lanes of x (which must fit int16), like `(xb_vecNx16)x`. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.full(32, x, np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = x
+    return out
 
 
 @njit
-def splat_i8(ctx: Context, x: _Int) -> I8:
+def splat_i8(ctx: Context, x: _Int, out: I8 | None = None) -> I8:
     """64 lanes of x (which must fit int8), like `(xb_vec2Nx8)x`. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.full(64, x, np.int8)
+    if out is None:
+        out = np.empty(64, np.int8)
+    _check_size(out, 64)
+    for i in range(64):
+        out[i] = x
+    return out
 
 
 # --- vector loads and stores ---------------------------------------------------------------
 
 
-@njit
-def _load(ctx: Context, address: _Int, alignment: int, op_id: int) -> U8:
-    """64 bytes from `address`, or zeros after recording a fault. C_LOAD."""
+@njit_inline
+def _load(ctx: Context, address: _Int, alignment: int, op_id: int, out: _Vec[_Lane]
+          ) -> _Vec[_Lane]:
+    """The 64 bytes at `address` in `out`, or zeros after recording a fault. C_LOAD."""
     _tick(ctx, C_LOAD, 1)
+    raw = out.view(np.uint8)
+    _check_size(raw, VECTOR_BYTES)
     start = int(address)
     if not _access_ok(ctx, start, VECTOR_BYTES, alignment, op_id):
-        return np.zeros(VECTOR_BYTES, np.uint8)
-    return ctx[0][start : start + VECTOR_BYTES].copy()
+        for i in range(VECTOR_BYTES):
+            raw[i] = 0
+        return out
+    tcm = ctx.tcm
+    for i in range(VECTOR_BYTES):
+        raw[i] = tcm[start + i]
+    return out
 
 
-@njit
+@njit_inline
 def _store(
     ctx: Context, vec: _Vec[Any], address: _Int, nbytes: _Int, alignment: int, op_id: int
 ) -> None:
@@ -414,92 +535,122 @@ def _store(
     start = int(address)
     length = int(nbytes)
     if _access_ok(ctx, start, length, alignment, op_id):
-        ctx[0][start : start + length] = raw[:length]
+        tcm = ctx.tcm
+        for i in range(length):
+            tcm[start + i] = raw[i]
 
 
 @njit
-def load_f32(ctx: Context, address: _Int) -> F32:
+def load_f32(ctx: Context, address: _Int, out: F32 | None = None) -> F32:
     """Aligned load of float32[16], like IVP_LVN_2XF32_I. Faults unless address % 64 == 0."""
-    return _load(ctx, address, VECTOR_BYTES, OP_LOAD).view(np.float32)
+    if out is None:
+        out = np.empty(16, np.float32)
+    return _load(ctx, address, VECTOR_BYTES, OP_LOAD, out)
 
 
 @njit
-def load_i32(ctx: Context, address: _Int) -> I32:
+def load_i32(ctx: Context, address: _Int, out: I32 | None = None) -> I32:
     """Aligned load of int32[16], like IVP_LVN_2X32_I."""
-    return _load(ctx, address, VECTOR_BYTES, OP_LOAD).view(np.int32)
+    if out is None:
+        out = np.empty(16, np.int32)
+    return _load(ctx, address, VECTOR_BYTES, OP_LOAD, out)
 
 
 @njit
-def load_u32(ctx: Context, address: _Int) -> U32:
+def load_u32(ctx: Context, address: _Int, out: U32 | None = None) -> U32:
     """Aligned load of uint32[16], like IVP_LVN_2X32U_I."""
-    return _load(ctx, address, VECTOR_BYTES, OP_LOAD).view(np.uint32)
+    if out is None:
+        out = np.empty(16, np.uint32)
+    return _load(ctx, address, VECTOR_BYTES, OP_LOAD, out)
 
 
 @njit
-def load_i16(ctx: Context, address: _Int) -> I16:
+def load_i16(ctx: Context, address: _Int, out: I16 | None = None) -> I16:
     """Aligned load of int16[32], like IVP_LVNX16_I."""
-    return _load(ctx, address, VECTOR_BYTES, OP_LOAD).view(np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    return _load(ctx, address, VECTOR_BYTES, OP_LOAD, out)
 
 
 @njit
-def load_u16(ctx: Context, address: _Int) -> U16:
+def load_u16(ctx: Context, address: _Int, out: U16 | None = None) -> U16:
     """Aligned load of uint16[32], like IVP_LVNX16U_I."""
-    return _load(ctx, address, VECTOR_BYTES, OP_LOAD).view(np.uint16)
+    if out is None:
+        out = np.empty(32, np.uint16)
+    return _load(ctx, address, VECTOR_BYTES, OP_LOAD, out)
 
 
 @njit
-def load_i8(ctx: Context, address: _Int) -> I8:
+def load_i8(ctx: Context, address: _Int, out: I8 | None = None) -> I8:
     """Aligned load of int8[64], like IVP_LV2NX8_I."""
-    return _load(ctx, address, VECTOR_BYTES, OP_LOAD).view(np.int8)
+    if out is None:
+        out = np.empty(64, np.int8)
+    return _load(ctx, address, VECTOR_BYTES, OP_LOAD, out)
 
 
 @njit
-def load_u8(ctx: Context, address: _Int) -> U8:
+def load_u8(ctx: Context, address: _Int, out: U8 | None = None) -> U8:
     """Aligned load of uint8[64], like IVP_LV2NX8U_I."""
-    return _load(ctx, address, VECTOR_BYTES, OP_LOAD)
+    if out is None:
+        out = np.empty(64, np.uint8)
+    return _load(ctx, address, VECTOR_BYTES, OP_LOAD, out)
 
 
 @njit
-def loadu_f32(ctx: Context, address: _Int) -> F32:
+def loadu_f32(ctx: Context, address: _Int, out: F32 | None = None) -> F32:
     """Unaligned load of float32[16] from any byte address, like the aligning IVP_LAN_2XF32_IP
     (one op: the valign priming load is not modelled)."""
-    return _load(ctx, address, 1, OP_LOADU).view(np.float32)
+    if out is None:
+        out = np.empty(16, np.float32)
+    return _load(ctx, address, 1, OP_LOADU, out)
 
 
 @njit
-def loadu_i32(ctx: Context, address: _Int) -> I32:
+def loadu_i32(ctx: Context, address: _Int, out: I32 | None = None) -> I32:
     """Unaligned load of int32[16], like IVP_LAN_2X32_IP."""
-    return _load(ctx, address, 1, OP_LOADU).view(np.int32)
+    if out is None:
+        out = np.empty(16, np.int32)
+    return _load(ctx, address, 1, OP_LOADU, out)
 
 
 @njit
-def loadu_u32(ctx: Context, address: _Int) -> U32:
+def loadu_u32(ctx: Context, address: _Int, out: U32 | None = None) -> U32:
     """Unaligned load of uint32[16], like IVP_LAN_2X32U_IP."""
-    return _load(ctx, address, 1, OP_LOADU).view(np.uint32)
+    if out is None:
+        out = np.empty(16, np.uint32)
+    return _load(ctx, address, 1, OP_LOADU, out)
 
 
 @njit
-def loadu_i16(ctx: Context, address: _Int) -> I16:
+def loadu_i16(ctx: Context, address: _Int, out: I16 | None = None) -> I16:
     """Unaligned load of int16[32], like IVP_LANX16_IP."""
-    return _load(ctx, address, 1, OP_LOADU).view(np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    return _load(ctx, address, 1, OP_LOADU, out)
 
 
 @njit
-def loadu_u16(ctx: Context, address: _Int) -> U16:
+def loadu_u16(ctx: Context, address: _Int, out: U16 | None = None) -> U16:
     """Unaligned load of uint16[32], like IVP_LANX16U_IP."""
-    return _load(ctx, address, 1, OP_LOADU).view(np.uint16)
+    if out is None:
+        out = np.empty(32, np.uint16)
+    return _load(ctx, address, 1, OP_LOADU, out)
 
 
 @njit
-def loadu_i8(ctx: Context, address: _Int) -> I8:
+def loadu_i8(ctx: Context, address: _Int, out: I8 | None = None) -> I8:
     """Unaligned load of int8[64], like IVP_LA2NX8_IP."""
-    return _load(ctx, address, 1, OP_LOADU).view(np.int8)
+    if out is None:
+        out = np.empty(64, np.int8)
+    return _load(ctx, address, 1, OP_LOADU, out)
 
 
 @njit
-def loadu_u8(ctx: Context, address: _Int) -> U8:
+def loadu_u8(ctx: Context, address: _Int, out: U8 | None = None) -> U8:
     """Unaligned load of uint8[64], like IVP_LA2NX8U_IP."""
-    return _load(ctx, address, 1, OP_LOADU)
+    if out is None:
+        out = np.empty(64, np.uint8)
+    return _load(ctx, address, 1, OP_LOADU, out)
 
 
 @njit
@@ -530,63 +681,12 @@ def store_partial(ctx: Context, vec: _Vec[Any], address: _Int, nbytes: _Int) -> 
 
 
 @njit
-def _conflict_depth(addresses: npt.NDArray[np.int64], geometry: npt.NDArray[np.int64]) -> int:
-    """How many rounds the sub-banks need to serve one gather or scatter.
-
-    A sub-bank serves one word (address // width) per round; lanes on the same word share
-    it. The depth is the largest number of distinct words any one sub-bank of any bank must
-    serve. Sub-bank of an address: (address // width) % sub_banks, within its bank.
-    Overwrites `addresses` (with their words, sorted).
-    """
-    words = addresses
-    width_shift = _log2(geometry[2])
-    words_per_bank_shift = _log2(geometry[0]) - width_shift
-    sub_banks = geometry[1]
-    for i in range(words.size):
-        words[i] >>= width_shift
-    # Sorted words put lanes on one word side by side and the banks in order. Lanes usually
-    # come in address order, where insertion sort does one comparison per lane.
-    for i in range(1, words.size):
-        word = words[i]
-        j = i - 1
-        while j >= 0 and words[j] > word:
-            words[j + 1] = words[j]
-            j -= 1
-        words[j + 1] = word
-    served = np.zeros(sub_banks, np.int64)
-    depth = 0
-    bank = -1
-    for i in range(words.size):
-        word = words[i]
-        if i > 0 and word == words[i - 1]:
-            continue
-        if word >> words_per_bank_shift != bank:
-            bank = word >> words_per_bank_shift
-            for k in range(sub_banks):
-                served[k] = 0
-        sub_bank = word & (sub_banks - 1)
-        served[sub_bank] += 1
-        depth = max(depth, served[sub_bank])
-    return depth
-
-
-@njit
-def _log2(power_of_two: int) -> int:
-    shift = 0
-    while (1 << shift) < power_of_two:
-        shift += 1
-    return shift
-
-
-@njit
-def _lane_addresses(
-    ctx: Context, base: _Int, offsets: _Vec[Any], element_bytes: int, op_id: int
-) -> tuple[bool, npt.NDArray[np.int64]]:
-    """The TCM address of every lane, and whether all of them are valid (else: the fault of
-    the first invalid lane is recorded)."""
-    start = int(base)
-    tcm_bytes = ctx[0].size
-    addresses = np.empty(offsets.size, np.int64)
+def _record_lane_fault(
+    ctx: Context, start: int, offsets: _Vec[Any], element_bytes: int, op_id: int
+) -> None:
+    """Record the fault of the first invalid lane (the checks of the module docstring, in
+    their order). Only called once a gather or scatter is known to fault."""
+    tcm_bytes = ctx.tcm.size
     for lane in range(offsets.size):
         offset = int(offsets[lane])
         address = start + offset
@@ -597,118 +697,230 @@ def _lane_addresses(
         elif address < 0 or address + element_bytes > tcm_bytes:
             code = FAULT_OUT_OF_TCM
         else:
-            addresses[lane] = address
             continue
-        _record_fault(ctx[2], code, address, op_id, lane)
-        return False, addresses
-    return True, addresses
+        _record_fault(ctx.fault, code, address, op_id, lane)
+        return
+
+
+@njit_inline
+def _lanes_ok(
+    ctx: Context, start: int, offsets: _Vec[Any], element_bytes: int, op_id: int
+) -> bool:
+    """Whether every lane address start + offsets[lane] is valid; if not, the fault of the
+    first invalid lane is recorded. The common case is one branch-free pass over the lanes."""
+    highest = ctx.tcm.size - element_bytes - start  # the largest offset inside the TCM
+    bad = False
+    for lane in range(offsets.size):
+        offset = int(offsets[lane])
+        bad |= (
+            (offset < 0)
+            | (offset >= WINDOW_BYTES)
+            | ((start + offset) & (element_bytes - 1) != 0)
+            | (start + offset < 0)
+            | (offset > highest)
+        )
+    if bad:
+        _record_lane_fault(ctx, start, offsets, element_bytes, op_id)
+    return not bad
+
+
+@njit_inline
+def _conflict_depth(ctx: Context, start: int, offsets: _Vec[Any]) -> int:
+    """How many rounds the sub-banks need to serve the (valid) lane addresses
+    start + offsets of one gather or scatter.
+
+    A sub-bank serves one word (address // width) per round; lanes on the same word share
+    it. The depth is the largest number of distinct words any one sub-bank of any bank must
+    serve. Sub-bank of an address: (address // width) % sub_banks, within its bank.
+    Works in `scratch`: the lanes' words, sorted, then the per-sub-bank counts after them.
+    """
+    scratch = ctx.scratch
+    geometry = ctx.geometry
+    sub_banks = geometry[1]
+    width_shift = geometry[3]
+    words_per_bank_shift = geometry[4]
+    lanes = offsets.size
+    # Sorted words put lanes on one word side by side and the banks in order. Lanes usually
+    # come in address order already; otherwise an insertion sort orders them.
+    out_of_order = False
+    previous = -1
+    for lane in range(lanes):
+        word = (start + int(offsets[lane])) >> width_shift
+        scratch[lane] = word
+        out_of_order |= word < previous
+        previous = word
+    if out_of_order:
+        for i in range(1, lanes):
+            word = scratch[i]
+            j = i - 1
+            while j >= 0 and scratch[j] > word:
+                scratch[j + 1] = scratch[j]
+                j -= 1
+            scratch[j + 1] = word
+    depth = 0
+    bank = -1
+    previous = -1
+    for i in range(lanes):
+        word = scratch[i]
+        if word >> words_per_bank_shift != bank:
+            bank = word >> words_per_bank_shift
+            for k in range(sub_banks):
+                scratch[_MAX_LANES + k] = 0
+        served = _MAX_LANES + (word & (sub_banks - 1))
+        count = scratch[served] + (word != previous)  # lanes on one word share its round
+        scratch[served] = count
+        depth += count > depth  # a count grows by at most one, past depth at most by one
+        previous = word
+    return depth
+
+
+@njit_inline
+def _gather(
+    ctx: Context,
+    elements: _Vec[Any],
+    base: _Int,
+    offsets: _Vec[Any],
+    out: _Vec[_Lane],
+    op_id: int,
+) -> _Vec[_Lane]:
+    """Fill `out` (one lane per offset) from the TCM seen as `elements` (a view of it whose
+    element size is the gather's): lane i from TCM byte base + offsets[i]; zeros on a fault.
+    C_GATHER_A, and the conflict depth in C_GATHER_CONFLICT."""
+    lanes = VECTOR_BYTES // max(elements.itemsize, 2)
+    _check_size(offsets, lanes)
+    _check_size(out, lanes)
+    _tick(ctx, C_GATHER_A, 1)
+    start = int(base)
+    if not _lanes_ok(ctx, start, offsets, elements.itemsize, op_id):
+        for lane in range(out.size):
+            out[lane] = 0
+        return out
+    # Each lane address is a multiple of the element size (checked), so `elements` holds
+    # lane i at address // element_bytes.
+    shift = elements.itemsize >> 1  # 1 -> 0, 2 -> 1, 4 -> 2
+    for lane in range(out.size):
+        out[lane] = elements[(start + int(offsets[lane])) >> shift]
+    _tick(ctx, C_GATHER_CONFLICT, _conflict_depth(ctx, start, offsets))
+    return out
+
+
+@njit_inline
+def _scatter(
+    ctx: Context,
+    elements: _Vec[Any],
+    values: _Vec[Any],
+    base: _Int,
+    offsets: _Vec[Any],
+    op_id: int,
+) -> None:
+    """Write lane i of `values` to TCM byte base + offsets[i] into the TCM seen as `elements`
+    (a view of it whose element size is the scatter's; narrower elements keep the low bits),
+    in lane order; nothing at all when any lane faults. C_SCATTER, and the conflict depth
+    in C_SCATTER_CONFLICT."""
+    lanes = VECTOR_BYTES // max(elements.itemsize, 2)
+    _check_size(offsets, lanes)
+    _check_size(values, lanes)
+    _tick(ctx, C_SCATTER, 1)
+    start = int(base)
+    if not _lanes_ok(ctx, start, offsets, elements.itemsize, op_id):
+        return
+    shift = elements.itemsize >> 1
+    for lane in range(values.size):
+        elements[(start + int(offsets[lane])) >> shift] = values[lane]
+    _tick(ctx, C_SCATTER_CONFLICT, _conflict_depth(ctx, start, offsets))
 
 
 @njit
-def _gather(
-    ctx: Context, base: _Int, offsets: _Vec[Any], out: _Vec[_Lane], op_id: int
+def gather_a_f32(ctx: Context, base: _Int, offsets: U32, out: F32 | None = None) -> F32:
+    """Address phase of a 16-lane float32 gather, like IVP_GATHERAN_2XF32: lane i reads the
+    float32 at TCM byte base + offsets[i]. Returns the gather register. C_GATHER_A, plus the
+    conflict depth in C_GATHER_CONFLICT."""
+    if out is None:
+        out = np.empty(16, np.float32)
+    return _gather(ctx, ctx.tcm_f32, base, offsets, out, OP_GATHER32)
+
+
+@njit
+def gather_a_i32(ctx: Context, base: _Int, offsets: U32, out: I32 | None = None) -> I32:
+    """Address phase of a 16-lane int32 gather, like IVP_GATHERAN_2X32."""
+    if out is None:
+        out = np.empty(16, np.int32)
+    return _gather(ctx, ctx.tcm_i32, base, offsets, out, OP_GATHER32)
+
+
+@njit
+def gather_a_i16(ctx: Context, base: _Int, offsets: U16, out: I16 | None = None) -> I16:
+    """Address phase of a 32-lane int16 gather, like IVP_GATHERANX16 (uint16 offsets)."""
+    if out is None:
+        out = np.empty(32, np.int16)
+    return _gather(ctx, ctx.tcm_i16, base, offsets, out, OP_GATHER16)
+
+
+@njit
+def gather_a_i8(ctx: Context, base: _Int, offsets: U16, out: I16 | None = None) -> I16:
+    """Address phase of a 32-lane byte gather, each byte sign-extended into a 16-bit lane,
+    like IVP_GATHERANX8S (uint16 offsets)."""
+    if out is None:
+        out = np.empty(32, np.int16)
+    return _gather(ctx, ctx.tcm_i8, base, offsets, out, OP_GATHER8)
+
+
+@njit
+def gather_a_u8(ctx: Context, base: _Int, offsets: U16, out: U16 | None = None) -> U16:
+    """Address phase of a 32-lane byte gather, each byte zero-extended into a 16-bit lane,
+    like IVP_GATHERANX8U (uint16 offsets)."""
+    if out is None:
+        out = np.empty(32, np.uint16)
+    return _gather(ctx, ctx.tcm, base, offsets, out, OP_GATHER8)
+
+
+@njit
+def gather_d(
+    ctx: Context, gather_register: _Vec[_Lane], out: _Vec[_Lane] | None = None
 ) -> _Vec[_Lane]:
-    """Fill `out` (zeros, unsigned, one lane per offset) with the little-endian elements of
-    its size at TCM bytes base + offsets; leave it zero on a fault."""
-    _check_size(offsets, out.size)
-    _tick(ctx, C_GATHER_A, 1)
-    element_bytes = out.itemsize
-    ok, addresses = _lane_addresses(ctx, base, offsets, element_bytes, op_id)
-    if not ok:
-        return out
-    tcm = ctx[0]
-    for lane in range(out.size):
-        value = 0
-        for k in range(element_bytes):
-            value |= int(tcm[addresses[lane] + k]) << (8 * k)
-        out[lane] = value
-    _tick(ctx, C_GATHER_CONFLICT, _conflict_depth(addresses, ctx[3]))
+    """Drain a gather register into a vector of the same type, like IVP_GATHERDN_2XF32 /
+    IVP_GATHERDNX16. C_GATHER_D."""
+    _tick(ctx, C_GATHER_D, 1)
+    if out is None:
+        out = np.empty_like(gather_register)
+    _check_size(out, gather_register.size)
+    for i in range(out.size):
+        out[i] = gather_register[i]
     return out
 
 
 @njit
-def _scatter(
-    ctx: Context, values: _Vec[Any], base: _Int, offsets: _Vec[Any], op_id: int
-) -> None:
-    """Write each lane of `values` (unsigned) little-endian to TCM byte base + offsets[lane],
-    in lane order; nothing at all when any lane faults."""
-    _check_size(offsets, values.size)
-    _tick(ctx, C_SCATTER, 1)
-    element_bytes = values.itemsize
-    ok, addresses = _lane_addresses(ctx, base, offsets, element_bytes, op_id)
-    if not ok:
-        return
-    tcm = ctx[0]
-    for lane in range(values.size):
-        value = int(values[lane])
-        for k in range(element_bytes):
-            tcm[addresses[lane] + k] = (value >> (8 * k)) & 0xFF
-    _tick(ctx, C_SCATTER_CONFLICT, _conflict_depth(addresses, ctx[3]))
-
-
-@njit
-def gather_a_f32(ctx: Context, base: _Int, offsets: U32) -> F32:
-    """Address phase of a 16-lane float32 gather, like IVP_GATHERAN_2XF32: lane i reads the
-    float32 at TCM byte base + offsets[i]. Returns the gather register. C_GATHER_A, plus the
-    conflict depth in C_GATHER_CONFLICT."""
-    return _gather(ctx, base, offsets, np.zeros(16, np.uint32), OP_GATHER32).view(np.float32)
-
-
-@njit
-def gather_a_i32(ctx: Context, base: _Int, offsets: U32) -> I32:
-    """Address phase of a 16-lane int32 gather, like IVP_GATHERAN_2X32."""
-    return _gather(ctx, base, offsets, np.zeros(16, np.uint32), OP_GATHER32).view(np.int32)
-
-
-@njit
-def gather_a_i16(ctx: Context, base: _Int, offsets: U16) -> I16:
-    """Address phase of a 32-lane int16 gather, like IVP_GATHERANX16 (uint16 offsets)."""
-    return _gather(ctx, base, offsets, np.zeros(32, np.uint16), OP_GATHER16).view(np.int16)
-
-
-@njit
-def gather_a_i8(ctx: Context, base: _Int, offsets: U16) -> I16:
-    """Address phase of a 32-lane byte gather, each byte sign-extended into a 16-bit lane,
-    like IVP_GATHERANX8S (uint16 offsets)."""
-    gathered = _gather(ctx, base, offsets, np.zeros(32, np.uint8), OP_GATHER8)
-    return gathered.view(np.int8).astype(np.int16)
-
-
-@njit
-def gather_a_u8(ctx: Context, base: _Int, offsets: U16) -> U16:
-    """Address phase of a 32-lane byte gather, each byte zero-extended into a 16-bit lane,
-    like IVP_GATHERANX8U (uint16 offsets)."""
-    return _gather(ctx, base, offsets, np.zeros(32, np.uint8), OP_GATHER8).astype(np.uint16)
-
-
-@njit
-def gather_d(ctx: Context, gather_register: _Vec[_Lane]) -> _Vec[_Lane]:
-    """Drain a gather register into a vector of the same type, like IVP_GATHERDN_2XF32 /
-    IVP_GATHERDNX16. C_GATHER_D."""
-    _tick(ctx, C_GATHER_D, 1)
-    return gather_register.copy()
-
-
-@njit
-def gather_d_lo_i8(ctx: Context, gather_register: _Vec[Any]) -> I8:
+def gather_d_lo_i8(ctx: Context, gather_register: _Vec[Any], out: I8 | None = None) -> I8:
     """The 32 gathered bytes of an 8-bit gather in bytes 0..31 of an int8[64], bytes 32..63
     zero, like IVP_GATHERD2NX8_L. C_GATHER_D."""
     _tick(ctx, C_GATHER_D, 1)
     _check_size(gather_register, 32)
-    out = np.zeros(64, np.int8)
-    out[:32] = gather_register.astype(np.int8)
+    if out is None:
+        out = np.empty(64, np.int8)
+    _check_size(out, 64)
+    for i in range(32):
+        out[i] = gather_register[i]  # keeps the low byte
+        out[32 + i] = 0
     return out
 
 
 @njit
-def gather_d_hi_i8(ctx: Context, vec: I8, gather_register: _Vec[Any]) -> I8:
+def gather_d_hi_i8(
+    ctx: Context, vec: I8, gather_register: _Vec[Any], out: I8 | None = None
+) -> I8:
     """`vec` (int8[64]) with bytes 32..63 replaced by the 32 gathered bytes of an 8-bit
-    gather, like IVP_GATHERD2NX8_H (which updates its vector in place). C_GATHER_D."""
+    gather, like IVP_GATHERD2NX8_H; that instruction updates its vector in place, which is
+    `out=vec` here. C_GATHER_D."""
     _tick(ctx, C_GATHER_D, 1)
     _check_size(gather_register, 32)
-    out = vec.copy().view(np.int8)
+    low = vec.view(np.int8)
+    _check_size(low, 64)
+    if out is None:
+        out = np.empty(64, np.int8)
     _check_size(out, 64)
-    out[32:] = gather_register.astype(np.int8)
+    for i in range(32):
+        out[i] = low[i]
+        out[32 + i] = gather_register[i]  # keeps the low byte
     return out
 
 
@@ -717,21 +929,21 @@ def scatter_f32(ctx: Context, vec: F32, base: _Int, offsets: U32) -> None:
     """Write lane i of float32[16] `vec` to TCM byte base + offsets[i], lanes in order, like
     IVP_SCATTERN_2XF32. C_SCATTER, plus the conflict depth in C_SCATTER_CONFLICT."""
     _check_size(vec, 16)
-    _scatter(ctx, vec.view(np.uint32), base, offsets, OP_SCATTER32)
+    _scatter(ctx, ctx.tcm_f32, vec, base, offsets, OP_SCATTER32)
 
 
 @njit
 def scatter_i32(ctx: Context, vec: I32, base: _Int, offsets: U32) -> None:
     """Write lane i of int32[16] `vec` to TCM byte base + offsets[i], like IVP_SCATTERN_2X32."""
     _check_size(vec, 16)
-    _scatter(ctx, vec.view(np.uint32), base, offsets, OP_SCATTER32)
+    _scatter(ctx, ctx.tcm_i32, vec, base, offsets, OP_SCATTER32)
 
 
 @njit
 def scatter_i16(ctx: Context, vec: I16, base: _Int, offsets: U16) -> None:
     """Write lane i of int16[32] `vec` to TCM byte base + offsets[i], like IVP_SCATTERNX16."""
     _check_size(vec, 32)
-    _scatter(ctx, vec.view(np.uint16), base, offsets, OP_SCATTER16)
+    _scatter(ctx, ctx.tcm_i16, vec, base, offsets, OP_SCATTER16)
 
 
 @njit
@@ -739,7 +951,7 @@ def scatter_i8(ctx: Context, vec: I16, base: _Int, offsets: U16) -> None:
     """Write the low byte of lane i of 16-bit `vec` (32 lanes) to TCM byte base + offsets[i],
     like IVP_SCATTERNX8U."""
     _check_size(vec, 32)
-    _scatter(ctx, vec.astype(np.uint8), base, offsets, OP_SCATTER8)
+    _scatter(ctx, ctx.tcm_i8, vec, base, offsets, OP_SCATTER8)
 
 
 @njit
@@ -752,187 +964,323 @@ def scatter_w(ctx: Context) -> None:
 
 
 # --- integer arithmetic --------------------------------------------------------------------
+# --- integer arithmetic --------------------------------------------------------------------
 
 
 @njit
-def add_i32(ctx: Context, a: I32, b: I32) -> I32:
+def add_i32(ctx: Context, a: I32, b: I32, out: I32 | None = None) -> I32:
     """a + b, wrapping, like IVP_ADDN_2X32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a + b
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] + b[i]
+    return out
 
 
 @njit
-def sub_i32(ctx: Context, a: I32, b: I32) -> I32:
+def sub_i32(ctx: Context, a: I32, b: I32, out: I32 | None = None) -> I32:
     """a - b, wrapping, like IVP_SUBN_2X32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a - b
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] - b[i]
+    return out
 
 
 @njit
-def mul_i32(ctx: Context, a: I32, b: I32) -> I32:
+def mul_i32(ctx: Context, a: I32, b: I32, out: I32 | None = None) -> I32:
     """Low 32 bits of a * b, like IVP_PACKLN_2X64W(IVP_MULN_2X32(a, b)). C_MUL."""
     _tick(ctx, C_MUL, 1)
-    return a * b
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] * b[i]
+    return out
 
 
 @njit
-def min_i32(ctx: Context, a: I32, b: I32) -> I32:
+def min_i32(ctx: Context, a: I32, b: I32, out: I32 | None = None) -> I32:
     """Signed lane minimum, like IVP_MINN_2X32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.minimum(a, b)
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = min(a[i], b[i])
+    return out
 
 
 @njit
-def max_i32(ctx: Context, a: I32, b: I32) -> I32:
+def max_i32(ctx: Context, a: I32, b: I32, out: I32 | None = None) -> I32:
     """Signed lane maximum, like IVP_MAXN_2X32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.maximum(a, b)
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = max(a[i], b[i])
+    return out
 
 
 @njit
-def add_i16(ctx: Context, a: I16, b: I16) -> I16:
+def add_i16(ctx: Context, a: I16, b: I16, out: I16 | None = None) -> I16:
     """a + b, wrapping, like IVP_ADDNX16. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a + b
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = a[i] + b[i]
+    return out
 
 
 @njit
-def sub_i16(ctx: Context, a: I16, b: I16) -> I16:
+def sub_i16(ctx: Context, a: I16, b: I16, out: I16 | None = None) -> I16:
     """a - b, wrapping, like IVP_SUBNX16. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a - b
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = a[i] - b[i]
+    return out
 
 
 @njit
-def mul_i16(ctx: Context, a: I16, b: I16) -> I16:
+def mul_i16(ctx: Context, a: I16, b: I16, out: I16 | None = None) -> I16:
     """Low 16 bits of a * b, like IVP_MULNX16PACKL. C_MUL."""
     _tick(ctx, C_MUL, 1)
-    return a * b
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = a[i] * b[i]
+    return out
 
 
 @njit
-def min_i16(ctx: Context, a: I16, b: I16) -> I16:
+def min_i16(ctx: Context, a: I16, b: I16, out: I16 | None = None) -> I16:
     """Signed lane minimum, like IVP_MINNX16. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.minimum(a, b)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = min(a[i], b[i])
+    return out
 
 
 @njit
-def max_i16(ctx: Context, a: I16, b: I16) -> I16:
+def max_i16(ctx: Context, a: I16, b: I16, out: I16 | None = None) -> I16:
     """Signed lane maximum, like IVP_MAXNX16. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.maximum(a, b)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = max(a[i], b[i])
+    return out
 
 
 # --- shifts --------------------------------------------------------------------------------
 
 
-@njit
+@njit_inline
 def _check_shift(count: _Int) -> None:
     if count < 0:
         raise ValueError("shift count must not be negative")
 
 
 @njit
-def sll_i32(ctx: Context, a: I32, count: _Int) -> I32:
+def sll_i32(ctx: Context, a: I32, count: _Int, out: I32 | None = None) -> I32:
     """Logical shift left by a scalar count (0 when count >= 32), like IVP_SLLN_2X32. C_ALU."""
     _check_shift(count)
     _tick(ctx, C_ALU, 1)
-    if count >= 32:
-        return np.zeros_like(a)
-    return (a.view(np.uint32) << np.uint32(count)).view(np.int32)
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(a, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = (np.int64(a[i]) << count) if count < 32 else 0  # keeps the low 32 bits
+    return out
 
 
 @njit
-def srl_i32(ctx: Context, a: I32, count: _Int) -> I32:
+def srl_i32(ctx: Context, a: I32, count: _Int, out: I32 | None = None) -> I32:
     """Logical shift right (0 when count >= 32), like IVP_SRLN_2X32. C_ALU."""
     _check_shift(count)
     _tick(ctx, C_ALU, 1)
-    if count >= 32:
-        return np.zeros_like(a)
-    return (a.view(np.uint32) >> np.uint32(count)).view(np.int32)
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(a, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = ((np.int64(a[i]) & 0xFFFFFFFF) >> count) if count < 32 else 0
+    return out
 
 
 @njit
-def sra_i32(ctx: Context, a: I32, count: _Int) -> I32:
+def sra_i32(ctx: Context, a: I32, count: _Int, out: I32 | None = None) -> I32:
     """Arithmetic shift right (sign fill when count >= 32), like IVP_SRAN_2X32. C_ALU."""
     _check_shift(count)
     _tick(ctx, C_ALU, 1)
-    return a >> np.int32(min(count, 31))
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(a, 16)
+    _check_size(out, 16)
+    shift = min(count, 31)
+    for i in range(16):
+        out[i] = np.int64(a[i]) >> shift
+    return out
 
 
 @njit
-def sll_i16(ctx: Context, a: I16, count: _Int) -> I16:
+def sll_i16(ctx: Context, a: I16, count: _Int, out: I16 | None = None) -> I16:
     """Logical shift left (0 when count >= 16), like IVP_SLLNX16. C_ALU."""
     _check_shift(count)
     _tick(ctx, C_ALU, 1)
-    if count >= 16:
-        return np.zeros_like(a)
-    return (a.view(np.uint16) << np.uint16(count)).view(np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = (np.int64(a[i]) << count) if count < 16 else 0  # keeps the low 16 bits
+    return out
 
 
 @njit
-def srl_i16(ctx: Context, a: I16, count: _Int) -> I16:
+def srl_i16(ctx: Context, a: I16, count: _Int, out: I16 | None = None) -> I16:
     """Logical shift right (0 when count >= 16), like IVP_SRLNX16. C_ALU."""
     _check_shift(count)
     _tick(ctx, C_ALU, 1)
-    if count >= 16:
-        return np.zeros_like(a)
-    return (a.view(np.uint16) >> np.uint16(count)).view(np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = ((np.int64(a[i]) & 0xFFFF) >> count) if count < 16 else 0
+    return out
 
 
 @njit
-def sra_i16(ctx: Context, a: I16, count: _Int) -> I16:
+def sra_i16(ctx: Context, a: I16, count: _Int, out: I16 | None = None) -> I16:
     """Arithmetic shift right (sign fill when count >= 16), like IVP_SRANX16. C_ALU."""
     _check_shift(count)
     _tick(ctx, C_ALU, 1)
-    return a >> np.int16(min(count, 15))
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 32)
+    _check_size(out, 32)
+    shift = min(count, 15)
+    for i in range(32):
+        out[i] = np.int64(a[i]) >> shift
+    return out
 
 
 # --- float arithmetic ----------------------------------------------------------------------
 
 
 @njit
-def add_f32(ctx: Context, a: F32, b: F32) -> F32:
+def add_f32(ctx: Context, a: F32, b: F32, out: F32 | None = None) -> F32:
     """a + b in float32, like IVP_ADDN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a + b
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] + b[i]
+    return out
 
 
 @njit
-def sub_f32(ctx: Context, a: F32, b: F32) -> F32:
+def sub_f32(ctx: Context, a: F32, b: F32, out: F32 | None = None) -> F32:
     """a - b in float32, like IVP_SUBN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a - b
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] - b[i]
+    return out
 
 
 @njit
-def mul_f32(ctx: Context, a: F32, b: F32) -> F32:
+def mul_f32(ctx: Context, a: F32, b: F32, out: F32 | None = None) -> F32:
     """a * b in float32, like IVP_MULN_2XF32. C_MUL."""
     _tick(ctx, C_MUL, 1)
-    return a * b
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] * b[i]
+    return out
 
 
-@njit
-def fdiv_f32(ctx: Context, a: F32, b: F32) -> F32:
+@njit_ieee
+def fdiv_f32(ctx: Context, a: F32, b: F32, out: F32 | None = None) -> F32:
     """a / b in float32 (x / 0 is +-inf, 0 / 0 NaN), like IVP_DIVN_2XF32. C_FDIV."""
     _tick(ctx, C_FDIV, 1)
-    return a / b
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] / b[i]
+    return out
 
 
-@njit
-def frecip_f32(ctx: Context, a: F32) -> F32:
+@njit_ieee
+def frecip_f32(ctx: Context, a: F32, out: F32 | None = None) -> F32:
     """The correctly rounded float32 1 / a: a division (C_FDIV), like IVP_DIVN_2XF32 with a
     numerator of 1, done once so that a loop can multiply (C_MUL) instead of divide."""
     _tick(ctx, C_FDIV, 1)
-    return np.float32(1.0) / a
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(out, 16)
+    one = np.float32(1.0)
+    for i in range(16):
+        out[i] = one / a[i]
+    return out
 
 
-@njit
-def _fminmax(a: F32, b: F32, take_max: bool) -> F32:
-    """IEEE 754-2019 minimum or maximum per lane: NaN wins, and -0.0 < +0.0."""
+@njit_inline
+def _fminmax(a: F32, b: F32, take_max: bool, out: F32) -> F32:
+    """IEEE 754-2019 minimum or maximum per lane into `out`: NaN wins, and -0.0 < +0.0."""
     _check_size(b, a.size)
-    out = np.empty(a.size, np.float32)
+    _check_size(out, a.size)
     for i in range(a.size):
         x = a[i]
         y = b[i]
@@ -951,37 +1299,55 @@ def _fminmax(a: F32, b: F32, take_max: bool) -> F32:
 
 
 @njit
-def min_f32(ctx: Context, a: F32, b: F32) -> F32:
+def min_f32(ctx: Context, a: F32, b: F32, out: F32 | None = None) -> F32:
     """Lane minimum, like IVP_MINN_2XF32; NaN if either lane is NaN, min(-0, +0) = -0. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return _fminmax(a, b, False)
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    return _fminmax(a, b, False, out)
 
 
 @njit
-def max_f32(ctx: Context, a: F32, b: F32) -> F32:
+def max_f32(ctx: Context, a: F32, b: F32, out: F32 | None = None) -> F32:
     """Lane maximum, like IVP_MAXN_2XF32; NaN if either lane is NaN, max(-0, +0) = +0. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return _fminmax(a, b, True)
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    return _fminmax(a, b, True, out)
 
 
 @njit
-def abs_f32(ctx: Context, a: F32) -> F32:
+def abs_f32(ctx: Context, a: F32, out: F32 | None = None) -> F32:
     """|a| (clears the sign, also of -0.0), like IVP_ABSN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return np.abs(a)
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = np.abs(a[i])
+    return out
 
 
 @njit
-def neg_f32(ctx: Context, a: F32) -> F32:
+def neg_f32(ctx: Context, a: F32, out: F32 | None = None) -> F32:
     """-a (flips the sign, also of zeros), like IVP_NEGN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return -a
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = -a[i]
+    return out
 
 
 # --- horizontal reductions -----------------------------------------------------------------
 
 
-@njit
+@njit_inline
 def _pairwise_sum(a: npt.NDArray[Any]) -> Any:
     """Sum of a power-of-two number of lanes by the tree in the module docstring, in the
     lane type (float32 rounding, or int32 wrapping)."""
@@ -1010,7 +1376,8 @@ def rmax_f32(ctx: Context, a: F32) -> np.float32:
     partial = a
     half = 8
     while half > 0:
-        partial = _fminmax(partial[:half], partial[half : 2 * half], True)
+        partial = _fminmax(partial[:half], partial[half : 2 * half], True,
+                           np.empty(half, np.float32))
         half //= 2
     return partial[0]
 
@@ -1035,170 +1402,302 @@ def rmax_i32(ctx: Context, a: I32) -> np.int32:
 
 
 @njit
-def lt_f32(ctx: Context, a: F32, b: F32) -> Mask:
+def lt_f32(ctx: Context, a: F32, b: F32, out: Mask | None = None) -> Mask:
     """Ordered a < b (false if either is NaN), like IVP_OLTN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a < b
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] < b[i]
+    return out
 
 
 @njit
-def le_f32(ctx: Context, a: F32, b: F32) -> Mask:
+def le_f32(ctx: Context, a: F32, b: F32, out: Mask | None = None) -> Mask:
     """Ordered a <= b (false if either is NaN), like IVP_OLEN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a <= b
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] <= b[i]
+    return out
 
 
 @njit
-def eq_f32(ctx: Context, a: F32, b: F32) -> Mask:
+def eq_f32(ctx: Context, a: F32, b: F32, out: Mask | None = None) -> Mask:
     """Ordered a == b (false if either is NaN; -0 == +0), like IVP_OEQN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a == b
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] == b[i]
+    return out
 
 
 @njit
-def ult_f32(ctx: Context, a: F32, b: F32) -> Mask:
+def ult_f32(ctx: Context, a: F32, b: F32, out: Mask | None = None) -> Mask:
     """Unordered a < b (true if either is NaN), like IVP_ULTN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return ~(a >= b)
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = not a[i] >= b[i]
+    return out
 
 
 @njit
-def ule_f32(ctx: Context, a: F32, b: F32) -> Mask:
+def ule_f32(ctx: Context, a: F32, b: F32, out: Mask | None = None) -> Mask:
     """Unordered a <= b (true if either is NaN), like IVP_ULEN_2XF32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return ~(a > b)
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = not a[i] > b[i]
+    return out
 
 
 @njit
-def lt_i32(ctx: Context, a: I32, b: I32) -> Mask:
+def lt_i32(ctx: Context, a: I32, b: I32, out: Mask | None = None) -> Mask:
     """Signed a < b, like IVP_LTN_2X32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a < b
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] < b[i]
+    return out
 
 
 @njit
-def le_i32(ctx: Context, a: I32, b: I32) -> Mask:
+def le_i32(ctx: Context, a: I32, b: I32, out: Mask | None = None) -> Mask:
     """Signed a <= b, like IVP_LEN_2X32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a <= b
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] <= b[i]
+    return out
 
 
 @njit
-def eq_i32(ctx: Context, a: I32, b: I32) -> Mask:
+def eq_i32(ctx: Context, a: I32, b: I32, out: Mask | None = None) -> Mask:
     """a == b, like IVP_EQN_2X32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a == b
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = a[i] == b[i]
+    return out
 
 
 @njit
-def ltu_i32(ctx: Context, a: I32, b: I32) -> Mask:
+def ltu_i32(ctx: Context, a: I32, b: I32, out: Mask | None = None) -> Mask:
     """a < b with both read as unsigned 32-bit, like IVP_LTUN_2X32. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a.view(np.uint32) < b.view(np.uint32)
+    if out is None:
+        out = np.empty(16, np.bool_)
+    _check_size(a, 16)
+    _check_size(b, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = (a[i] & 0xFFFFFFFF) < (b[i] & 0xFFFFFFFF)
+    return out
 
 
 @njit
-def lt_i16(ctx: Context, a: I16, b: I16) -> Mask:
+def lt_i16(ctx: Context, a: I16, b: I16, out: Mask | None = None) -> Mask:
     """Signed a < b, like IVP_LTNX16. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a < b
+    if out is None:
+        out = np.empty(32, np.bool_)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = a[i] < b[i]
+    return out
 
 
 @njit
-def le_i16(ctx: Context, a: I16, b: I16) -> Mask:
+def le_i16(ctx: Context, a: I16, b: I16, out: Mask | None = None) -> Mask:
     """Signed a <= b, like IVP_LENX16. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a <= b
+    if out is None:
+        out = np.empty(32, np.bool_)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = a[i] <= b[i]
+    return out
 
 
 @njit
-def eq_i16(ctx: Context, a: I16, b: I16) -> Mask:
+def eq_i16(ctx: Context, a: I16, b: I16, out: Mask | None = None) -> Mask:
     """a == b, like IVP_EQNX16. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a == b
+    if out is None:
+        out = np.empty(32, np.bool_)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = a[i] == b[i]
+    return out
 
 
 @njit
-def ltu_i16(ctx: Context, a: I16, b: I16) -> Mask:
+def ltu_i16(ctx: Context, a: I16, b: I16, out: Mask | None = None) -> Mask:
     """a < b with both read as unsigned 16-bit, like IVP_LTUNX16. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return a.view(np.uint16) < b.view(np.uint16)
+    if out is None:
+        out = np.empty(32, np.bool_)
+    _check_size(a, 32)
+    _check_size(b, 32)
+    _check_size(out, 32)
+    for i in range(32):
+        out[i] = (a[i] & 0xFFFF) < (b[i] & 0xFFFF)
+    return out
 
 
 @njit
-def and_b(ctx: Context, m: Mask, n: Mask) -> Mask:
+def and_b(ctx: Context, m: Mask, n: Mask, out: Mask | None = None) -> Mask:
     """m and n, like IVP_ANDBN_2. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return m & n
+    if out is None:
+        out = np.empty_like(m)
+    _check_size(n, m.size)
+    _check_size(out, m.size)
+    for i in range(m.size):
+        out[i] = m[i] and n[i]
+    return out
 
 
 @njit
-def or_b(ctx: Context, m: Mask, n: Mask) -> Mask:
+def or_b(ctx: Context, m: Mask, n: Mask, out: Mask | None = None) -> Mask:
     """m or n, like IVP_ORBN_2. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return m | n
+    if out is None:
+        out = np.empty_like(m)
+    _check_size(n, m.size)
+    _check_size(out, m.size)
+    for i in range(m.size):
+        out[i] = m[i] or n[i]
+    return out
 
 
 @njit
-def not_b(ctx: Context, m: Mask) -> Mask:
+def not_b(ctx: Context, m: Mask, out: Mask | None = None) -> Mask:
     """not m, like IVP_NOTBN_2. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    return ~m
+    if out is None:
+        out = np.empty_like(m)
+    _check_size(out, m.size)
+    for i in range(m.size):
+        out[i] = not m[i]
+    return out
 
 
 # --- selects and interleaves ---------------------------------------------------------------
 
 
 @njit
-def mov_t(ctx: Context, a: _Vec[_Lane], b: _Vec[_Lane], mask: Mask) -> _Vec[_Lane]:
+def mov_t(
+    ctx: Context, a: _Vec[_Lane], b: _Vec[_Lane], mask: Mask, out: _Vec[_Lane] | None = None
+) -> _Vec[_Lane]:
     """Lane-wise `a if mask else b` for any vector type (i32, f32, i8, ...), like
     IVP_MOVN_2X32T(a, b, mask) / IVP_MOV2NX8T. C_ALU."""
     _tick(ctx, C_ALU, 1)
+    if out is None:
+        out = np.empty_like(b)
     _check_size(b, a.size)
     _check_size(mask, a.size)
-    out = b.copy()
-    for i in range(out.size):
-        if mask[i]:
-            out[i] = a[i]
+    _check_size(out, a.size)
+    for i in range(a.size):
+        out[i] = a[i] if mask[i] else b[i]
     return out
 
 
 @njit
-def interleave_even_i8(ctx: Context, a: _Vec[_Lane], b: _Vec[Any]) -> _Vec[_Lane]:
+def interleave_even_i8(
+    ctx: Context, a: _Vec[_Lane], b: _Vec[Any], out: _Vec[_Lane] | None = None
+) -> _Vec[_Lane]:
     """Bytes 2k of a and b, interleaved: result byte 2k = a byte 2k, byte 2k + 1 = b byte 2k,
     like IVP_SEL2NX8I(b, a, IVP_SELI_8B_INTERLEAVE_1_EVEN). Keeps the type of `a`. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    out = a.copy()
-    out_bytes = out.view(np.uint8)
+    if out is None:
+        out = np.empty_like(a)
+    a_bytes = a.view(np.uint8)
     b_bytes = b.view(np.uint8)
-    _check_size(out_bytes, VECTOR_BYTES)
+    out_bytes = out.view(np.uint8)
+    _check_size(a_bytes, VECTOR_BYTES)
     _check_size(b_bytes, VECTOR_BYTES)
-    out_bytes[1::2] = b_bytes[0::2]
+    _check_size(out_bytes, VECTOR_BYTES)
+    for k in range(0, VECTOR_BYTES, 2):
+        even = a_bytes[k]
+        odd = b_bytes[k]  # both read before the pair is written: `out` may be `a` or `b`
+        out_bytes[k] = even
+        out_bytes[k + 1] = odd
     return out
 
 
 @njit
-def interleave_even_i16(ctx: Context, a: _Vec[_Lane], b: _Vec[Any]) -> _Vec[_Lane]:
+def interleave_even_i16(
+    ctx: Context, a: _Vec[_Lane], b: _Vec[Any], out: _Vec[_Lane] | None = None
+) -> _Vec[_Lane]:
     """Halfwords 2k of a and b, interleaved: result halfword 2k = a halfword 2k, halfword
     2k + 1 = b halfword 2k, like IVP_SELNX16I(b, a, IVP_SELI_16B_INTERLEAVE_1_EVEN). Keeps the
     type of `a`. C_ALU."""
     _tick(ctx, C_ALU, 1)
-    out = a.copy()
-    _check_size(out.view(np.uint8), VECTOR_BYTES)
-    _check_size(b.view(np.uint8), VECTOR_BYTES)
-    out.view(np.uint16)[1::2] = b.view(np.uint16)[0::2]
+    if out is None:
+        out = np.empty_like(a)
+    a_halves = a.view(np.uint16)
+    b_halves = b.view(np.uint16)
+    out_halves = out.view(np.uint16)
+    _check_size(a_halves, 32)
+    _check_size(b_halves, 32)
+    _check_size(out_halves, 32)
+    for k in range(0, 32, 2):
+        even = a_halves[k]
+        odd = b_halves[k]
+        out_halves[k] = even
+        out_halves[k + 1] = odd
     return out
 
 
 # --- conversions ---------------------------------------------------------------------------
 
 
-@njit
-def _to_i32_saturating(a: F32, half_to_even: bool) -> I32:
-    """int32 of each lane, rounded toward zero or half to even, saturating at the int32
-    limits; NaN gives 0."""
-    out = np.empty(a.size, np.int32)
-    for i in range(a.size):
+@njit_inline
+def _to_i32_saturating(a: F32, half_to_even: bool, out: I32) -> I32:
+    """int32 of each lane into `out`, rounded toward zero or half to even, saturating at the
+    int32 limits; NaN gives 0."""
+    _check_size(a, 16)
+    _check_size(out, 16)
+    for i in range(16):
         x = a[i]
         if x != x:
             out[i] = 0
@@ -1214,40 +1713,57 @@ def _to_i32_saturating(a: F32, half_to_even: bool) -> I32:
 
 
 @njit
-def trunc_f32_i32(ctx: Context, a: F32) -> I32:
+def trunc_f32_i32(ctx: Context, a: F32, out: I32 | None = None) -> I32:
     """Round toward zero to int32, saturating, NaN -> 0, like IVP_TRUNCN_2XF32(a, 0). C_CVT."""
     _tick(ctx, C_CVT, 1)
-    return _to_i32_saturating(a, False)
+    if out is None:
+        out = np.empty(16, np.int32)
+    return _to_i32_saturating(a, False, out)
 
 
 @njit
-def firint_f32(ctx: Context, a: F32) -> F32:
+def firint_f32(ctx: Context, a: F32, out: F32 | None = None) -> F32:
     """Round to an integral float32, ties to even (the reset rounding mode), like
     IVP_FIRINTN_2XF32. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    return np.rint(a)
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = np.rint(a[i])
+    return out
 
 
 @njit
-def round_f32_i32(ctx: Context, a: F32) -> I32:
+def round_f32_i32(ctx: Context, a: F32, out: I32 | None = None) -> I32:
     """Round half to even to int32, saturating, NaN -> 0. On the DSP this is two instructions,
     IVP_FIRINTN_2XF32 then IVP_TRUNCN_2XF32, so it counts 2 x C_CVT."""
     _tick(ctx, C_CVT, 2)
-    return _to_i32_saturating(a, True)
+    if out is None:
+        out = np.empty(16, np.int32)
+    return _to_i32_saturating(a, True, out)
 
 
 @njit
-def cvt_i32_f32(ctx: Context, a: I32) -> F32:
+def cvt_i32_f32(ctx: Context, a: I32, out: F32 | None = None) -> F32:
     """int32 to the nearest float32 (ties to even), like IVP_FLOATN_2X32(a, 0). C_CVT."""
     _tick(ctx, C_CVT, 1)
-    return a.astype(np.float32)
+    if out is None:
+        out = np.empty(16, np.float32)
+    _check_size(a, 16)
+    _check_size(out, 16)
+    for i in range(16):
+        out[i] = np.float32(a[i])
+    return out
 
 
-@njit
+@njit_inline
 def _pack_saturating(
     a: _Vec[Any], b: _Vec[Any], low: int, high: int, out: _Vec[_Lane]
 ) -> _Vec[_Lane]:
-    """Lanes of a then lanes of b, each clamped to [low, high], into `out`."""
+    """Lanes of a then lanes of b, each clamped to [low, high], into `out` (which must not
+    share memory with a or b)."""
     n = a.size
     _check_size(b, n)
     _check_size(out, 2 * n)
@@ -1258,79 +1774,104 @@ def _pack_saturating(
 
 
 @njit
-def pack_i32_i16(ctx: Context, a: I32, b: I32) -> I16:
+def pack_i32_i16(ctx: Context, a: I32, b: I32, out: I16 | None = None) -> I16:
     """Two int32[16] into one int16[32] (a's lanes first), saturating to int16, like the
     saturating narrow of the IVP_PACKVR family with shift 0. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    return _pack_saturating(a, b, -32768, 32767, np.empty(32, np.int16))
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(a, 16)
+    return _pack_saturating(a, b, -32768, 32767, out)
 
 
 @njit
-def pack_i16_i8(ctx: Context, a: I16, b: I16) -> I8:
+def pack_i16_i8(ctx: Context, a: I16, b: I16, out: I8 | None = None) -> I8:
     """Two int16[32] into one int8[64] (a's lanes first), saturating to int8. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    return _pack_saturating(a, b, -128, 127, np.empty(64, np.int8))
+    if out is None:
+        out = np.empty(64, np.int8)
+    _check_size(a, 32)
+    return _pack_saturating(a, b, -128, 127, out)
 
 
 @njit
-def pack_i16_u8(ctx: Context, a: I16, b: I16) -> U8:
+def pack_i16_u8(ctx: Context, a: I16, b: I16, out: U8 | None = None) -> U8:
     """Two int16[32] into one uint8[64] (a's lanes first), saturating to 0..255, like the
     unsigned-saturating IVP_PACKVRU family. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    return _pack_saturating(a, b, 0, 255, np.empty(64, np.uint8))
+    if out is None:
+        out = np.empty(64, np.uint8)
+    _check_size(a, 32)
+    return _pack_saturating(a, b, 0, 255, out)
+
+
+@njit_inline
+def _unpack(source: _Vec[Any], first: int, out: _Vec[_Lane]) -> _Vec[_Lane]:
+    """Lanes first.. of `source` (a 64-byte vector seen as narrow lanes), widened into the
+    lanes of `out` (which must not share memory with it)."""
+    _check_size(source, 2 * out.size)
+    for i in range(out.size):
+        out[i] = source[first + i]
+    return out
 
 
 @njit
-def unpack_lo_i8_i16(ctx: Context, vec: _Vec[Any]) -> I16:
+def unpack_lo_i8_i16(ctx: Context, vec: _Vec[Any], out: I16 | None = None) -> I16:
     """Bytes 0..31 of a 64-byte vector, sign-extended into int16[32], like IVP_UNPKS2NX8_0.
     C_CVT."""
     _tick(ctx, C_CVT, 1)
-    raw = vec.view(np.int8)
-    _check_size(raw, VECTOR_BYTES)
-    return raw[:32].astype(np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(out, 32)
+    return _unpack(vec.view(np.int8), 0, out)
 
 
 @njit
-def unpack_hi_i8_i16(ctx: Context, vec: _Vec[Any]) -> I16:
+def unpack_hi_i8_i16(ctx: Context, vec: _Vec[Any], out: I16 | None = None) -> I16:
     """Bytes 32..63, sign-extended into int16[32], like IVP_UNPKS2NX8_1. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    raw = vec.view(np.int8)
-    _check_size(raw, VECTOR_BYTES)
-    return raw[32:].astype(np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(out, 32)
+    return _unpack(vec.view(np.int8), 32, out)
 
 
 @njit
-def unpack_lo_u8_i16(ctx: Context, vec: _Vec[Any]) -> I16:
+def unpack_lo_u8_i16(ctx: Context, vec: _Vec[Any], out: I16 | None = None) -> I16:
     """Bytes 0..31, zero-extended into int16[32] (0..255), like IVP_UNPKU2NX8_0. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    raw = vec.view(np.uint8)
-    _check_size(raw, VECTOR_BYTES)
-    return raw[:32].astype(np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(out, 32)
+    return _unpack(vec.view(np.uint8), 0, out)
 
 
 @njit
-def unpack_hi_u8_i16(ctx: Context, vec: _Vec[Any]) -> I16:
+def unpack_hi_u8_i16(ctx: Context, vec: _Vec[Any], out: I16 | None = None) -> I16:
     """Bytes 32..63, zero-extended into int16[32] (0..255), like IVP_UNPKU2NX8_1. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    raw = vec.view(np.uint8)
-    _check_size(raw, VECTOR_BYTES)
-    return raw[32:].astype(np.int16)
+    if out is None:
+        out = np.empty(32, np.int16)
+    _check_size(out, 32)
+    return _unpack(vec.view(np.uint8), 32, out)
 
 
 @njit
-def unpack_lo_i16_i32(ctx: Context, vec: _Vec[Any]) -> I32:
+def unpack_lo_i16_i32(ctx: Context, vec: _Vec[Any], out: I32 | None = None) -> I32:
     """Halfwords 0..15 of a 64-byte vector, sign-extended into int32[16], like
     IVP_UNPKSNX16_0. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    halves = vec.view(np.int16)
-    _check_size(halves, 32)
-    return halves[:16].astype(np.int32)
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(out, 16)
+    return _unpack(vec.view(np.int16), 0, out)
 
 
 @njit
-def unpack_hi_i16_i32(ctx: Context, vec: _Vec[Any]) -> I32:
+def unpack_hi_i16_i32(ctx: Context, vec: _Vec[Any], out: I32 | None = None) -> I32:
     """Halfwords 16..31, sign-extended into int32[16], like IVP_UNPKSNX16_1. C_CVT."""
     _tick(ctx, C_CVT, 1)
-    halves = vec.view(np.int16)
-    _check_size(halves, 32)
-    return halves[16:].astype(np.int32)
+    if out is None:
+        out = np.empty(16, np.int32)
+    _check_size(out, 16)
+    return _unpack(vec.view(np.int16), 16, out)

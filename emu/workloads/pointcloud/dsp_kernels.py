@@ -15,11 +15,13 @@ of spec §3, so the results equal the CPU reference bit for bit.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from emu.jit import njit
+from emu.jit import njit, njit_inline
 from emu.vdsp import isa
-from emu.vdsp.isa import F32, I32, Context
+from emu.vdsp.isa import F32, I32, U32, Context, Mask
 from emu.workloads.pointcloud.cpu_kernels import (
     BACK,
     BOTTOM,
@@ -37,43 +39,87 @@ from emu.workloads.pointcloud.cpu_kernels import (
 LANES = 16
 
 
-@njit
-def _quantize(ctx: Context, v: F32, low: I32, high: I32) -> I32:
-    return isa.max_i32(ctx, isa.min_i32(ctx, isa.round_f32_i32(ctx, v), high), low)
+@njit_inline
+def _quantize(ctx: Context, v: F32, low: I32, high: I32, out: I32) -> I32:
+    isa.round_f32_i32(ctx, v, out)
+    isa.min_i32(ctx, out, high, out)
+    return isa.max_i32(ctx, out, low, out)
 
 
-@njit
-def _encode(ctx: Context, v: F32, dim: int, p: np.ndarray) -> F32:
-    """Spec §3 step 5, two float32 divisions (one for the 5th value)."""
-    scale = isa.splat_f32(ctx, p[SCALE])
+@njit_inline
+def _encode(ctx: Context, v: F32, dim: int, p: np.ndarray, regs: _Registers) -> F32:
+    """Spec §3 step 5, two float32 divisions (one for the 5th value), into `regs.f2`."""
+    out = regs.f2
+    scale = isa.splat_f32(ctx, p[SCALE], regs.f0)
     if dim == 4:
-        return isa.fdiv_f32(ctx, v, scale)
+        return isa.fdiv_f32(ctx, v, scale, out)
     lo = (p[BACK], p[RIGHT], p[BOTTOM], p[LOWER])[dim]
     hi = (p[FRONT], p[LEFT], p[TOP], p[UPPER])[dim]
-    span = isa.splat_f32(ctx, np.float32(hi - lo))
-    shifted = isa.sub_f32(ctx, v, isa.splat_f32(ctx, lo))
-    return isa.fdiv_f32(ctx, isa.fdiv_f32(ctx, shifted, span), scale)
+    span = isa.splat_f32(ctx, np.float32(hi - lo), out)
+    shifted = isa.sub_f32(ctx, v, isa.splat_f32(ctx, lo, regs.f1), regs.f1)
+    return isa.fdiv_f32(ctx, isa.fdiv_f32(ctx, shifted, span, out), scale, out)
 
 
-@njit
-def _cells(ctx: Context, x: F32, y: F32, z: F32, p: np.ndarray, x_len: int, y_len: int) -> I32:
-    back, front = isa.splat_f32(ctx, p[BACK]), isa.splat_f32(ctx, p[FRONT])
-    right, left = isa.splat_f32(ctx, p[RIGHT]), isa.splat_f32(ctx, p[LEFT])
-    bottom, top = isa.splat_f32(ctx, p[BOTTOM]), isa.splat_f32(ctx, p[TOP])
-    idx = isa.trunc_f32_i32(ctx, isa.fdiv_f32(ctx, isa.sub_f32(ctx, x, back),
-                                              isa.splat_f32(ctx, p[XS])))
-    idy = isa.trunc_f32_i32(ctx, isa.fdiv_f32(ctx, isa.sub_f32(ctx, y, right),
-                                              isa.splat_f32(ctx, p[YS])))
+@njit_inline
+def _cells(ctx: Context, x: F32, y: F32, z: F32, p: np.ndarray, x_len: int, y_len: int,
+           regs: _Registers) -> I32:
+    """The packed cell of each lane, or -1, into `regs.cell`."""
+    f0, f1, f2, f3 = regs.f0, regs.f1, regs.f2, regs.f3
+    idx, idy, skip, hit = regs.i0, regs.i1, regs.m0, regs.m1
+    back, front = isa.splat_f32(ctx, p[BACK], f0), isa.splat_f32(ctx, p[FRONT], f1)
+    isa.sub_f32(ctx, x, back, f2)
+    isa.trunc_f32_i32(ctx, isa.fdiv_f32(ctx, f2, isa.splat_f32(ctx, p[XS], f3), f2), idx)
     # Unordered compares: a NaN coordinate counts as out of range.
-    skip = isa.or_b(ctx, isa.ule_f32(ctx, x, back), isa.ule_f32(ctx, front, x))
-    skip = isa.or_b(ctx, skip, isa.ule_f32(ctx, y, right))
-    skip = isa.or_b(ctx, skip, isa.ule_f32(ctx, left, y))
-    skip = isa.or_b(ctx, skip, isa.ule_f32(ctx, z, bottom))
-    skip = isa.or_b(ctx, skip, isa.ule_f32(ctx, top, z))
-    skip = isa.or_b(ctx, skip, isa.le_i32(ctx, isa.splat_i32(ctx, x_len), idx))
-    skip = isa.or_b(ctx, skip, isa.le_i32(ctx, isa.splat_i32(ctx, y_len), idy))
-    cell = isa.add_i32(ctx, isa.sll_i32(ctx, idy, 16), idx)
-    return isa.mov_t(ctx, isa.splat_i32(ctx, -1), cell, skip)
+    isa.or_b(ctx, isa.ule_f32(ctx, x, back, skip), isa.ule_f32(ctx, front, x, hit), skip)
+    right, left = isa.splat_f32(ctx, p[RIGHT], f0), isa.splat_f32(ctx, p[LEFT], f1)
+    isa.sub_f32(ctx, y, right, f2)
+    isa.trunc_f32_i32(ctx, isa.fdiv_f32(ctx, f2, isa.splat_f32(ctx, p[YS], f3), f2), idy)
+    isa.or_b(ctx, skip, isa.ule_f32(ctx, y, right, hit), skip)
+    isa.or_b(ctx, skip, isa.ule_f32(ctx, left, y, hit), skip)
+    bottom, top = isa.splat_f32(ctx, p[BOTTOM], f0), isa.splat_f32(ctx, p[TOP], f1)
+    isa.or_b(ctx, skip, isa.ule_f32(ctx, z, bottom, hit), skip)
+    isa.or_b(ctx, skip, isa.ule_f32(ctx, top, z, hit), skip)
+    limit = regs.i2
+    isa.or_b(ctx, skip, isa.le_i32(ctx, isa.splat_i32(ctx, x_len, limit), idx, hit), skip)
+    isa.or_b(ctx, skip, isa.le_i32(ctx, isa.splat_i32(ctx, y_len, limit), idy, hit), skip)
+    isa.add_i32(ctx, isa.sll_i32(ctx, idy, 16, idy), idx, regs.cell)
+    return isa.mov_t(ctx, isa.splat_i32(ctx, -1, limit), regs.cell, skip, regs.cell)
+
+
+class _Registers(NamedTuple):
+    """The vector registers a kernel works in: made once per call, so that the ops of its
+    loop allocate nothing (`out=` of every op)."""
+
+    gather: F32
+    x: F32
+    y: F32
+    z: F32
+    r: F32
+    f0: F32
+    f1: F32
+    f2: F32
+    f3: F32
+    i0: I32
+    i1: I32
+    i2: I32
+    i3: I32
+    cell: I32
+    m0: Mask
+    m1: Mask
+
+
+@njit_inline
+def _registers() -> _Registers:
+    f = np.empty((9, LANES), np.float32)
+    i = np.empty((5, LANES), np.int32)
+    m = np.empty((2, LANES), np.bool_)
+    return _Registers(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8],
+                      i[0], i[1], i[2], i[3], i[4], m[0], m[1])
+
+
+@njit_inline
+def _gather_f32(ctx: Context, base: int, offsets: U32, regs: _Registers, out: F32) -> F32:
+    return isa.gather_d(ctx, isa.gather_a_f32(ctx, base, offsets, regs.gather), out)
 
 
 @njit
@@ -84,25 +130,28 @@ def stage1_quantize_first(ctx: Context, src: int, dst: int, count: int, dims: in
     in_offsets = (np.arange(LANES) * 4 * dims).astype(np.uint32)
     out_offsets = (np.arange(LANES) * 4 * words).astype(np.uint32)
     low, high = isa.splat_i32(ctx, -128), isa.splat_i32(ctx, 127)
+    regs = _registers()
+    x, y, z, r = regs.x, regs.y, regs.z, regs.r
+    qx, qy, qz, qr = regs.i0, regs.i1, regs.i2, regs.i3
     for first in range(0, count, LANES):
         base = src + 4 * dims * first
         out = dst + 4 * words * first
-        x = isa.gather_d(ctx, isa.gather_a_f32(ctx, base, in_offsets))
-        y = isa.gather_d(ctx, isa.gather_a_f32(ctx, base + 4, in_offsets))
-        z = isa.gather_d(ctx, isa.gather_a_f32(ctx, base + 8, in_offsets))
-        r = isa.gather_d(ctx, isa.gather_a_f32(ctx, base + 12, in_offsets))
-        isa.scatter_i32(ctx, _cells(ctx, x, y, z, p, x_len, y_len), out, out_offsets)
-        qx = _quantize(ctx, _encode(ctx, x, 0, p), low, high)
-        qy = _quantize(ctx, _encode(ctx, y, 1, p), low, high)
-        qz = _quantize(ctx, _encode(ctx, z, 2, p), low, high)
-        qr = _quantize(ctx, _encode(ctx, r, 3, p), low, high)
-        xyzr = isa.interleave_even_i16(ctx, isa.interleave_even_i8(ctx, qx, qy),
-                                       isa.interleave_even_i8(ctx, qz, qr))
-        isa.scatter_i32(ctx, xyzr, out + 4, out_offsets)
+        _gather_f32(ctx, base, in_offsets, regs, x)
+        _gather_f32(ctx, base + 4, in_offsets, regs, y)
+        _gather_f32(ctx, base + 8, in_offsets, regs, z)
+        _gather_f32(ctx, base + 12, in_offsets, regs, r)
+        isa.scatter_i32(ctx, _cells(ctx, x, y, z, p, x_len, y_len, regs), out, out_offsets)
+        _quantize(ctx, _encode(ctx, x, 0, p, regs), low, high, qx)
+        _quantize(ctx, _encode(ctx, y, 1, p, regs), low, high, qy)
+        _quantize(ctx, _encode(ctx, z, 2, p, regs), low, high, qz)
+        _quantize(ctx, _encode(ctx, r, 3, p, regs), low, high, qr)
+        isa.interleave_even_i16(ctx, isa.interleave_even_i8(ctx, qx, qy, qx),
+                                isa.interleave_even_i8(ctx, qz, qr, qz), qx)
+        isa.scatter_i32(ctx, qx, out + 4, out_offsets)
         if dims == 5:
-            t = isa.gather_d(ctx, isa.gather_a_f32(ctx, base + 16, in_offsets))
-            isa.scatter_i32(ctx, _quantize(ctx, _encode(ctx, t, 4, p), low, high), out + 8,
-                            out_offsets)
+            _gather_f32(ctx, base + 16, in_offsets, regs, x)
+            isa.scatter_i32(ctx, _quantize(ctx, _encode(ctx, x, 4, p, regs), low, high, qx),
+                            out + 8, out_offsets)
     isa.scatter_w(ctx)
 
 
@@ -111,12 +160,14 @@ def stage1_cells_only(ctx: Context, src: int, dst: int, count: int, dims: int, p
                       x_len: int, y_len: int) -> None:
     """Scheme 1, stage 1: only the cell of every point."""
     in_offsets = (np.arange(LANES) * 4 * dims).astype(np.uint32)
+    regs = _registers()
+    x, y, z = regs.x, regs.y, regs.z
     for first in range(0, count, LANES):
         base = src + 4 * dims * first
-        x = isa.gather_d(ctx, isa.gather_a_f32(ctx, base, in_offsets))
-        y = isa.gather_d(ctx, isa.gather_a_f32(ctx, base + 4, in_offsets))
-        z = isa.gather_d(ctx, isa.gather_a_f32(ctx, base + 8, in_offsets))
-        isa.storeu(ctx, _cells(ctx, x, y, z, p, x_len, y_len), dst + 4 * first)
+        _gather_f32(ctx, base, in_offsets, regs, x)
+        _gather_f32(ctx, base + 4, in_offsets, regs, y)
+        _gather_f32(ctx, base + 8, in_offsets, regs, z)
+        isa.storeu(ctx, _cells(ctx, x, y, z, p, x_len, y_len, regs), dst + 4 * first)
 
 
 @njit
@@ -125,12 +176,15 @@ def stage2_transpose(ctx: Context, src: int, dst: int, count: int, stride: int,
     """Scheme 2, stage 2: `count` (a multiple of 64) int8 records of `dims` bytes at `src`
     into `dims` planes, `stride` bytes apart, at `dst`; two 32-lane byte gathers a vector."""
     offsets = (np.arange(32) * dims).astype(np.uint16)
+    low = np.empty(32, np.int16)
+    high = np.empty(32, np.int16)
+    out = np.empty(64, np.int8)
     for c in range(dims):
         for first in range(0, count, 64):
             base = src + dims * first + c
-            low = isa.gather_a_i8(ctx, base, offsets)
-            high = isa.gather_a_i8(ctx, base + 32 * dims, offsets)
-            out = isa.gather_d_hi_i8(ctx, isa.gather_d_lo_i8(ctx, low), high)
+            isa.gather_a_i8(ctx, base, offsets, low)
+            isa.gather_a_i8(ctx, base + 32 * dims, offsets, high)
+            isa.gather_d_hi_i8(ctx, isa.gather_d_lo_i8(ctx, low, out), high, out)
             isa.store(ctx, out, dst + c * stride + first)
 
 
@@ -141,13 +195,17 @@ def stage2_encode_transpose(ctx: Context, src: int, dst: int, count: int, stride
     encoding and quantising on the way (NaN records, the empty slots, give 0)."""
     offsets = (np.arange(LANES) * 4 * dims).astype(np.uint32)
     low, high = isa.splat_i32(ctx, -128), isa.splat_i32(ctx, 127)
+    regs = _registers()
+    v = regs.x
+    q = (regs.i0, regs.i1, regs.i2, regs.i3)
+    halves = np.empty((2, 32), np.int16)
+    packed = np.empty(64, np.int8)
     for c in range(dims):
         for first in range(0, count, 64):
-            q = []
             for part in range(4):
                 base = src + 4 * (dims * (first + LANES * part) + c)
-                v = isa.gather_d(ctx, isa.gather_a_f32(ctx, base, offsets))
-                q.append(_quantize(ctx, _encode(ctx, v, c, p), low, high))
-            packed = isa.pack_i16_i8(ctx, isa.pack_i32_i16(ctx, q[0], q[1]),
-                                     isa.pack_i32_i16(ctx, q[2], q[3]))
+                _gather_f32(ctx, base, offsets, regs, v)
+                _quantize(ctx, _encode(ctx, v, c, p, regs), low, high, q[part])
+            isa.pack_i16_i8(ctx, isa.pack_i32_i16(ctx, q[0], q[1], halves[0]),
+                            isa.pack_i32_i16(ctx, q[2], q[3], halves[1]), packed)
             isa.store(ctx, packed, dst + c * stride + first)

@@ -1103,3 +1103,114 @@ def test_pillar_index_kernel_matches_numpy():
     assert counts["gather_conflict"] == 3 * 4 * vectors
     assert counts["scatter_conflict"] == 4 * vectors
     assert ctx.fault[0] == isa.FAULT_NONE
+
+
+# --- destination registers -----------------------------------------------------------------
+
+
+def _destination_cases() -> list[tuple[Callable[..., Any], tuple[Any, ...]]]:
+    """Every op that produces a vector, with arguments that make it do real work."""
+    rng = np.random.default_rng(11)
+    f = rng.normal(0, 1000, 16).astype(np.float32)
+    g = rng.normal(0, 1000, 16).astype(np.float32)
+    f[3], g[5] = NAN, -INF
+    i32 = rng.integers(-(2**31), 2**31, 16, endpoint=False).astype(np.int32)
+    j32 = rng.integers(-(2**31), 2**31, 16, endpoint=False).astype(np.int32)
+    i16 = rng.integers(-(2**15), 2**15, 32).astype(np.int16)
+    j16 = rng.integers(-(2**15), 2**15, 32).astype(np.int16)
+    i8 = rng.integers(-128, 128, 64).astype(np.int8)
+    m16, n16 = i32 < j32, f > g
+    m32 = i16 < j16
+    off32 = (rng.permutation(256)[:16] * 4).astype(np.uint32)
+    off16 = rng.integers(0, 4096, 32).astype(np.uint16)
+    cases: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (isa.splat_f32, (2.5,)), (isa.splat_i32, (-7,)), (isa.splat_i16, (300,)),
+        (isa.splat_i8, (-3,)),
+        (isa.gather_a_f32, (64, off32)), (isa.gather_a_i32, (64, off32)),
+        (isa.gather_a_i16, (64, off16 & 0xFFFE)), (isa.gather_a_i8, (63, off16)),
+        (isa.gather_a_u8, (63, off16)),
+        (isa.gather_d, (f,)), (isa.gather_d_lo_i8, (i16,)), (isa.gather_d_hi_i8, (i8, i16)),
+        (isa.frecip_f32, (f,)), (isa.abs_f32, (f,)), (isa.neg_f32, (f,)),
+        (isa.firint_f32, (f,)), (isa.trunc_f32_i32, (f,)), (isa.round_f32_i32, (f,)),
+        (isa.cvt_i32_f32, (i32,)),
+        (isa.pack_i32_i16, (i32, j32)), (isa.pack_i16_i8, (i16, j16)),
+        (isa.pack_i16_u8, (i16, j16)),
+        (isa.and_b, (m16, n16)), (isa.or_b, (m16, n16)), (isa.not_b, (m32,)),
+        (isa.mov_t, (f, g, m16)), (isa.mov_t, (i8, i8[::-1].copy(), i8 > 0)),
+        (isa.interleave_even_i8, (i32, j32)), (isa.interleave_even_i16, (i16, j16)),
+    ]
+    for name in ("f32", "i32", "u32", "i16", "u16", "i8", "u8"):
+        cases += [(getattr(isa, f"load_{name}"), (128,)), (getattr(isa, f"loadu_{name}"), (3,))]
+    for source in ("lo_i8_i16", "hi_i8_i16", "lo_u8_i16", "hi_u8_i16", "lo_i16_i32",
+                   "hi_i16_i32"):
+        cases.append((getattr(isa, f"unpack_{source}"), (i8,)))
+    cases += [(op, (f, g)) for op, *_ in FLOAT_BINARY]
+    cases += [(op, (i32, j32) if bits == 32 else (i16, j16)) for op, _, bits, _ in INT_BINARY]
+    cases += [(op, (i32, 5) if bits == 32 else (i16, 5)) for op, _, bits in SHIFTS]
+    for op in (isa.lt_f32, isa.le_f32, isa.eq_f32, isa.ult_f32, isa.ule_f32):
+        cases.append((op, (f, g)))
+    for op in (isa.lt_i32, isa.le_i32, isa.eq_i32, isa.ltu_i32):
+        cases.append((op, (i32, j32)))
+    for op in (isa.lt_i16, isa.le_i16, isa.eq_i16, isa.ltu_i16):
+        cases.append((op, (i16, j16)))
+    return cases
+
+
+DESTINATION_CASES = _destination_cases()
+
+
+def test_every_vector_op_takes_a_destination_and_is_covered_here():
+    def takes_out(name: str) -> bool:
+        py_func = getattr(getattr(isa, name), "py_func", None)
+        return py_func is not None and "out" in py_func.__code__.co_varnames
+
+    with_out = {name for name in dir(isa) if not name.startswith("_") and takes_out(name)}
+    covered = {op.__name__ for op, _ in DESTINATION_CASES}
+    assert with_out == covered
+
+
+@pytest.mark.parametrize(("op", "args"), DESTINATION_CASES,
+                         ids=lambda v: getattr(v, "__name__", ""))
+def test_a_destination_gets_the_same_result_and_counts(op, args):
+    ctx = filled_j5(seed=5)
+    fresh, fresh_counts = counted(ctx, op, *args)
+    out = np.full_like(fresh, 0x5A)  # stale contents must not leak into the result
+    given_back, out_counts = counted(ctx, op, *args, out)
+    assert given_back is out
+    assert out.dtype == fresh.dtype and out.tobytes() == fresh.tobytes()
+    assert out_counts == fresh_counts
+    assert ctx.fault[0] == isa.FAULT_NONE
+
+
+@pytest.mark.parametrize(("op", "args"), DESTINATION_CASES,
+                         ids=lambda v: getattr(v, "__name__", ""))
+def test_a_destination_of_the_wrong_lane_count_is_rejected(op, args):
+    ctx = j5()
+    fresh = op(ctx, *args)
+    with pytest.raises(ValueError, match="wrong number of lanes"):
+        op(ctx, *args, np.zeros(fresh.size // 2, fresh.dtype))
+
+
+def test_a_destination_of_the_wrong_lane_type_is_a_typing_error():
+    from numba.core.errors import TypingError
+
+    ctx = j5()
+    with pytest.raises(TypingError):
+        isa.add_i32(ctx, np.ones(16, np.int32), np.ones(16, np.int32), np.zeros(16, np.float32))
+
+
+LANE_WISE_IN_PLACE = [op for op, args in DESTINATION_CASES
+                      if op not in (isa.pack_i32_i16, isa.pack_i16_i8, isa.pack_i16_u8)
+                      and args and isinstance(args[0], np.ndarray)
+                      and op(j5(), *args).dtype == args[0].dtype
+                      and op(j5(), *args).size == args[0].size]
+
+
+@pytest.mark.parametrize("op", LANE_WISE_IN_PLACE, ids=lambda v: v.__name__)
+def test_a_lane_wise_op_may_write_over_its_first_operand(op):
+    args = dict(DESTINATION_CASES)[op]
+    ctx = j5()
+    expected = op(ctx, *args)
+    first = args[0].copy()
+    result = op(ctx, first, *args[1:], first)
+    assert result is first and first.tobytes() == expected.tobytes()

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from emu.jit import njit
+from emu.jit import njit, njit_inline
 
 BACK, FRONT, RIGHT, LEFT, BOTTOM, TOP, LOWER, UPPER, XS, YS, SCALE = range(11)
 
-# Indices of the `stats` array every kernel fills.
-OPS, FDIVS, MERGED, ENTRIES = range(4)
-N_STATS = 4
+# Indices of the `stats` array every kernel fills. OVERFLOW counts accesses that found the
+# stream buffer full (always 0 unless a caller sized it too small; checked after the kernel,
+# as a raise inside the hot loops would slow every kernel down).
+OPS, FDIVS, MERGED, ENTRIES, OVERFLOW = range(5)
+N_STATS = 5
 
 
-@njit
+@njit_inline
 def _touch(stream_addrs, stream_writes, last, stats, array_id, byte_addr, write, line_shift):
     """Record an access of array `array_id` at `byte_addr`."""
     line = byte_addr >> line_shift
@@ -34,7 +36,8 @@ def _touch(stream_addrs, stream_writes, last, stats, array_id, byte_addr, write,
         return
     n = stats[ENTRIES]
     if n >= stream_addrs.size:
-        raise IndexError("the work stream buffer is too small for this step")
+        stats[OVERFLOW] += 1
+        return
     stream_addrs[n] = line << line_shift
     stream_writes[n] = write
     last[array_id, 0] = line
@@ -42,7 +45,7 @@ def _touch(stream_addrs, stream_writes, last, stats, array_id, byte_addr, write,
     stats[ENTRIES] = n + 1
 
 
-@njit
+@njit_inline
 def cell_of(x, y, z, p, x_len, y_len):
     """(idx, idy) of a point, or (-1, -1) if it is invalid (spec §3 steps 1-2)."""
     if not (p[BACK] < x and x < p[FRONT] and p[RIGHT] < y and y < p[LEFT]
@@ -55,7 +58,7 @@ def cell_of(x, y, z, p, x_len, y_len):
     return idx, idy
 
 
-@njit
+@njit_inline
 def quantize_value(v):
     """round half to even, clamp to int8; NaN gives 0 (the DSP conversion's rule)."""
     if v != v:
@@ -68,7 +71,7 @@ def quantize_value(v):
     return int(r)
 
 
-@njit
+@njit_inline
 def encode_value(v, dim, p):
     """Spec §3 step 5 for dimension `dim` of a kept point, in float32."""
     if dim == 0:
@@ -82,7 +85,7 @@ def encode_value(v, dim, p):
     return v / p[SCALE]
 
 
-@njit
+@njit_inline
 def assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars):
     """Spec §3 step 3: the pillar of cell (idx, idy); `state[0]` counts pillars used.
     Returns (pillar, new) where `new` says the cell was seen for the first time."""
@@ -102,7 +105,7 @@ def assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars):
     return pillar, True
 
 
-@njit
+@njit_inline
 def _take_slot(idx, idy, lut_index, tables, state, max_pillars, max_slots, where, rec,
                line_shift):
     """Steps 3-4 for a valid point, recording the table accesses: (pillar, slot), with

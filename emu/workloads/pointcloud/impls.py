@@ -55,11 +55,16 @@ class _Stream:
 
     def reset(self, capacity: int) -> None:
         if len(self.addrs) < capacity:
-            self.addrs = np.zeros(capacity, np.int64)
-            self.writes = np.zeros(capacity, np.bool_)
+            # Uninitialised: the kernels write entry n before they count it in ENTRIES, and
+            # only the counted entries are ever read.
+            self.addrs = np.empty(capacity, np.int64)
+            self.writes = np.empty(capacity, np.bool_)
         self.stats[:] = 0
 
     def work(self, name: str) -> CpuWork:
+        if self.stats[ck.OVERFLOW]:
+            raise RuntimeError(f"{name}: the work stream buffer was sized too small for this "
+                               f"step ({int(self.stats[ck.OVERFLOW])} accesses not recorded)")
         n = int(self.stats[ck.ENTRIES])
         return CpuWork(name, ops=int(self.stats[ck.OPS]), fdivs=int(self.stats[ck.FDIVS]),
                        addrs=self.addrs[:n], is_write=self.writes[:n])

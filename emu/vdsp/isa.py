@@ -4,8 +4,8 @@ A DSP kernel is written as an `@njit` Python function that calls the ops below t
 C code of a Vision-P6 kernel calls IVP intrinsics. Every op computes exactly what the DSP
 would and adds the work it did to the core's counters; `vdsp/timing.py` turns counts into
 cycles. Every op is itself compiled with `emu.jit.njit`, so the same function is called from
-a kernel (where numba inlines it) and from plain Python (tests, notebooks). That is why the
-ops do not sit behind validating Python wrappers: a kernel calls them directly. Argument
+a kernel (compiled code calling compiled code) and from plain Python (tests, notebooks). That
+is why the ops do not sit behind validating Python wrappers: a kernel calls them directly. Argument
 types are checked by numba when it compiles the caller; vector sizes are checked at run
 time (ValueError) wherever a wrong size would otherwise touch memory out of bounds, and
 every op checks that its vectors have its lane count.

@@ -47,25 +47,30 @@ def _quantize(ctx: Context, v: F32, low: I32, high: I32, out: I32) -> I32:
 
 
 @njit_inline
-def _encode(ctx: Context, v: F32, dim: int, p: np.ndarray, regs: _Registers) -> F32:
-    """Spec §3 step 5, two float32 divisions (one for the 5th value), into `regs.f2`."""
-    out = regs.f2
-    scale = isa.splat_f32(ctx, p[SCALE], regs.f0)
+def _encode(ctx: Context, v: F32, dim: int, p: np.ndarray, scale: F32, shifted: F32,
+            out: F32) -> F32:
+    """Spec §3 step 5, two float32 divisions (one for the 5th value), into `out`; `scale` and
+    `shifted` are working registers."""
+    isa.splat_f32(ctx, p[SCALE], scale)
     if dim == 4:
         return isa.fdiv_f32(ctx, v, scale, out)
     lo = (p[BACK], p[RIGHT], p[BOTTOM], p[LOWER])[dim]
     hi = (p[FRONT], p[LEFT], p[TOP], p[UPPER])[dim]
     span = isa.splat_f32(ctx, np.float32(hi - lo), out)
-    shifted = isa.sub_f32(ctx, v, isa.splat_f32(ctx, lo, regs.f1), regs.f1)
+    isa.sub_f32(ctx, v, isa.splat_f32(ctx, lo, shifted), shifted)
     return isa.fdiv_f32(ctx, isa.fdiv_f32(ctx, shifted, span, out), scale, out)
 
 
 @njit_inline
 def _cells(ctx: Context, x: F32, y: F32, z: F32, p: np.ndarray, x_len: int, y_len: int,
-           regs: _Registers) -> I32:
-    """The packed cell of each lane, or -1, into `regs.cell`."""
-    f0, f1, f2, f3 = regs.f0, regs.f1, regs.f2, regs.f3
-    idx, idy, skip, hit = regs.i0, regs.i1, regs.m0, regs.m1
+           f: tuple[F32, F32, F32, F32], i: tuple[I32, I32, I32], m: tuple[Mask, Mask],
+           cell: I32) -> I32:
+    """The packed cell of each lane, or -1, into `cell`; `f`, `i` and `m` are working
+    registers. (Registers travel as small tuples: numba copies a tuple argument of an
+    inlined helper, paying a reference-count update for each array in it.)"""
+    f0, f1, f2, f3 = f
+    idx, idy, limit = i
+    skip, hit = m
     back, front = isa.splat_f32(ctx, p[BACK], f0), isa.splat_f32(ctx, p[FRONT], f1)
     isa.sub_f32(ctx, x, back, f2)
     isa.trunc_f32_i32(ctx, isa.fdiv_f32(ctx, f2, isa.splat_f32(ctx, p[XS], f3), f2), idx)
@@ -79,11 +84,10 @@ def _cells(ctx: Context, x: F32, y: F32, z: F32, p: np.ndarray, x_len: int, y_le
     bottom, top = isa.splat_f32(ctx, p[BOTTOM], f0), isa.splat_f32(ctx, p[TOP], f1)
     isa.or_b(ctx, skip, isa.ule_f32(ctx, z, bottom, hit), skip)
     isa.or_b(ctx, skip, isa.ule_f32(ctx, top, z, hit), skip)
-    limit = regs.i2
     isa.or_b(ctx, skip, isa.le_i32(ctx, isa.splat_i32(ctx, x_len, limit), idx, hit), skip)
     isa.or_b(ctx, skip, isa.le_i32(ctx, isa.splat_i32(ctx, y_len, limit), idy, hit), skip)
-    isa.add_i32(ctx, isa.sll_i32(ctx, idy, 16, idy), idx, regs.cell)
-    return isa.mov_t(ctx, isa.splat_i32(ctx, -1, limit), regs.cell, skip, regs.cell)
+    isa.add_i32(ctx, isa.sll_i32(ctx, idy, 16, idy), idx, cell)
+    return isa.mov_t(ctx, isa.splat_i32(ctx, -1, limit), cell, skip, cell)
 
 
 class _Registers(NamedTuple):
@@ -118,8 +122,8 @@ def _registers() -> _Registers:
 
 
 @njit_inline
-def _gather_f32(ctx: Context, base: int, offsets: U32, regs: _Registers, out: F32) -> F32:
-    return isa.gather_d(ctx, isa.gather_a_f32(ctx, base, offsets, regs.gather), out)
+def _gather_f32(ctx: Context, base: int, offsets: U32, gather: F32, out: F32) -> F32:
+    return isa.gather_d(ctx, isa.gather_a_f32(ctx, base, offsets, gather), out)
 
 
 @njit
@@ -132,25 +136,29 @@ def stage1_quantize_first(ctx: Context, src: int, dst: int, count: int, dims: in
     low, high = isa.splat_i32(ctx, -128), isa.splat_i32(ctx, 127)
     regs = _registers()
     x, y, z, r = regs.x, regs.y, regs.z, regs.r
+    g, f0, f1, f2 = regs.gather, regs.f0, regs.f1, regs.f2
+    cf, ci, cm, cell = ((f0, f1, f2, regs.f3), (regs.i0, regs.i1, regs.i2),
+                        (regs.m0, regs.m1), regs.cell)
     qx, qy, qz, qr = regs.i0, regs.i1, regs.i2, regs.i3
     for first in range(0, count, LANES):
         base = src + 4 * dims * first
         out = dst + 4 * words * first
-        _gather_f32(ctx, base, in_offsets, regs, x)
-        _gather_f32(ctx, base + 4, in_offsets, regs, y)
-        _gather_f32(ctx, base + 8, in_offsets, regs, z)
-        _gather_f32(ctx, base + 12, in_offsets, regs, r)
-        isa.scatter_i32(ctx, _cells(ctx, x, y, z, p, x_len, y_len, regs), out, out_offsets)
-        _quantize(ctx, _encode(ctx, x, 0, p, regs), low, high, qx)
-        _quantize(ctx, _encode(ctx, y, 1, p, regs), low, high, qy)
-        _quantize(ctx, _encode(ctx, z, 2, p, regs), low, high, qz)
-        _quantize(ctx, _encode(ctx, r, 3, p, regs), low, high, qr)
+        _gather_f32(ctx, base, in_offsets, g, x)
+        _gather_f32(ctx, base + 4, in_offsets, g, y)
+        _gather_f32(ctx, base + 8, in_offsets, g, z)
+        _gather_f32(ctx, base + 12, in_offsets, g, r)
+        cells = _cells(ctx, x, y, z, p, x_len, y_len, cf, ci, cm, cell)
+        isa.scatter_i32(ctx, cells, out, out_offsets)
+        _quantize(ctx, _encode(ctx, x, 0, p, f0, f1, f2), low, high, qx)
+        _quantize(ctx, _encode(ctx, y, 1, p, f0, f1, f2), low, high, qy)
+        _quantize(ctx, _encode(ctx, z, 2, p, f0, f1, f2), low, high, qz)
+        _quantize(ctx, _encode(ctx, r, 3, p, f0, f1, f2), low, high, qr)
         isa.interleave_even_i16(ctx, isa.interleave_even_i8(ctx, qx, qy, qx),
                                 isa.interleave_even_i8(ctx, qz, qr, qz), qx)
         isa.scatter_i32(ctx, qx, out + 4, out_offsets)
         if dims == 5:
-            _gather_f32(ctx, base + 16, in_offsets, regs, x)
-            isa.scatter_i32(ctx, _quantize(ctx, _encode(ctx, x, 4, p, regs), low, high, qx),
+            _gather_f32(ctx, base + 16, in_offsets, g, x)
+            isa.scatter_i32(ctx, _quantize(ctx, _encode(ctx, x, 4, p, f0, f1, f2), low, high, qx),
                             out + 8, out_offsets)
     isa.scatter_w(ctx)
 
@@ -161,13 +169,15 @@ def stage1_cells_only(ctx: Context, src: int, dst: int, count: int, dims: int, p
     """Scheme 1, stage 1: only the cell of every point."""
     in_offsets = (np.arange(LANES) * 4 * dims).astype(np.uint32)
     regs = _registers()
-    x, y, z = regs.x, regs.y, regs.z
+    x, y, z, g = regs.x, regs.y, regs.z, regs.gather
+    cf, ci, cm, cell = ((regs.f0, regs.f1, regs.f2, regs.f3), (regs.i0, regs.i1, regs.i2),
+                        (regs.m0, regs.m1), regs.cell)
     for first in range(0, count, LANES):
         base = src + 4 * dims * first
-        _gather_f32(ctx, base, in_offsets, regs, x)
-        _gather_f32(ctx, base + 4, in_offsets, regs, y)
-        _gather_f32(ctx, base + 8, in_offsets, regs, z)
-        isa.storeu(ctx, _cells(ctx, x, y, z, p, x_len, y_len, regs), dst + 4 * first)
+        _gather_f32(ctx, base, in_offsets, g, x)
+        _gather_f32(ctx, base + 4, in_offsets, g, y)
+        _gather_f32(ctx, base + 8, in_offsets, g, z)
+        isa.storeu(ctx, _cells(ctx, x, y, z, p, x_len, y_len, cf, ci, cm, cell), dst + 4 * first)
 
 
 @njit
@@ -196,7 +206,7 @@ def stage2_encode_transpose(ctx: Context, src: int, dst: int, count: int, stride
     offsets = (np.arange(LANES) * 4 * dims).astype(np.uint32)
     low, high = isa.splat_i32(ctx, -128), isa.splat_i32(ctx, 127)
     regs = _registers()
-    v = regs.x
+    v, g, f0, f1, f2 = regs.x, regs.gather, regs.f0, regs.f1, regs.f2
     q = (regs.i0, regs.i1, regs.i2, regs.i3)
     halves = np.empty((2, 32), np.int16)
     packed = np.empty(64, np.int8)
@@ -204,8 +214,8 @@ def stage2_encode_transpose(ctx: Context, src: int, dst: int, count: int, stride
         for first in range(0, count, 64):
             for part in range(4):
                 base = src + 4 * (dims * (first + LANES * part) + c)
-                _gather_f32(ctx, base, offsets, regs, v)
-                _quantize(ctx, _encode(ctx, v, c, p, regs), low, high, q[part])
+                _gather_f32(ctx, base, offsets, g, v)
+                _quantize(ctx, _encode(ctx, v, c, p, f0, f1, f2), low, high, q[part])
             isa.pack_i16_i8(ctx, isa.pack_i32_i16(ctx, q[0], q[1], halves[0]),
                             isa.pack_i32_i16(ctx, q[2], q[3], halves[1]), packed)
             isa.store(ctx, packed, dst + c * stride + first)

@@ -10,7 +10,8 @@ transposes records laid out by final feature position into one int8 plane per ch
 empty records hold NaN, which quantises to 0).
 
 Parameters come as the float32 array of `PillarParams.f32()`; all arithmetic is the float32
-of spec §3, so the results equal the CPU reference bit for bit.
+of spec §3, so the results equal the CPU reference bit for bit. Every op writes into vector
+registers the kernel makes once per call (the ops' `out=`), so the loops allocate nothing.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def _cells(ctx: Context, x: F32, y: F32, z: F32, p: np.ndarray, x_len: int, y_le
            f: tuple[F32, F32, F32, F32], i: tuple[I32, I32, I32], m: tuple[Mask, Mask],
            cell: I32) -> I32:
     """The packed cell of each lane, or -1, into `cell`; `f`, `i` and `m` are working
-    registers. (Registers travel as small tuples: numba copies a tuple argument of an
-    inlined helper, paying a reference-count update for each array in it.)"""
+    registers. Helpers get only the registers they use, not the whole `_Registers` set:
+    every array in a tuple argument costs a reference-count update on each call."""
     f0, f1, f2, f3 = f
     idx, idy, limit = i
     skip, hit = m

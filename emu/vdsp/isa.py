@@ -218,44 +218,30 @@ class Context(structref.StructRefProxy):
 
     One reference-counted object rather than a tuple of arrays: a compiled op that numba does
     not inline into its kernel then pays one reference-count update for the whole context,
-    not one per array in it. Python reads the fields as attributes.
+    not one per array in it. Python reads the fields as attributes (read-only properties,
+    added below; the arrays they give share the context's memory).
     """
 
-    @property
-    def tcm(self) -> U8:
-        return _field(self, 0)
+    tcm: U8
+    counters: npt.NDArray[np.int64]
+    fault: npt.NDArray[np.int64]
+    geometry: npt.NDArray[np.int64]
+    scratch: npt.NDArray[np.int64]
+    tcm_i8: I8
+    tcm_i16: I16
+    tcm_i32: I32
+    tcm_f32: F32
 
-    @property
-    def counters(self) -> npt.NDArray[np.int64]:
-        return _field(self, 1)
 
-    @property
-    def fault(self) -> npt.NDArray[np.int64]:
-        return _field(self, 2)
+def _field_property(index: int) -> property:
+    def read(ctx: Context) -> npt.NDArray[Any]:
+        return _fields(ctx)[index]
 
-    @property
-    def geometry(self) -> npt.NDArray[np.int64]:
-        return _field(self, 3)
+    return property(read)
 
-    @property
-    def scratch(self) -> npt.NDArray[np.int64]:
-        return _field(self, 4)
 
-    @property
-    def tcm_i8(self) -> I8:
-        return _field(self, 5)
-
-    @property
-    def tcm_i16(self) -> I16:
-        return _field(self, 6)
-
-    @property
-    def tcm_i32(self) -> I32:
-        return _field(self, 7)
-
-    @property
-    def tcm_f32(self) -> F32:
-        return _field(self, 8)
+for _index, _name in enumerate(_CONTEXT_FIELDS):
+    setattr(Context, _name, _field_property(_index))
 
 
 structref.define_proxy(Context, ContextType, list(_CONTEXT_FIELDS))
@@ -267,11 +253,6 @@ def _fields(ctx: Context) -> tuple[U8, npt.NDArray[np.int64], npt.NDArray[np.int
                                    F32]:
     return (ctx.tcm, ctx.counters, ctx.fault, ctx.geometry, ctx.scratch, ctx.tcm_i8,
             ctx.tcm_i16, ctx.tcm_i32, ctx.tcm_f32)
-
-
-def _field(ctx: Context, index: int) -> npt.NDArray[Any]:
-    """One field of a context, read from Python (the views share the context's memory)."""
-    return _fields(ctx)[index]
 
 
 def make_context(

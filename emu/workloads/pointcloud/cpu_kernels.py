@@ -106,17 +106,16 @@ def assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars):
 
 
 @njit_inline
-def _take_slot(idx, idy, lut_index, tables, state, max_pillars, max_slots, where, rec,
-               line_shift):
+def _take_slot(idx, idy, lut_index, lut, coords, counts, state, max_pillars, max_slots, where,
+               stream_addrs, stream_writes, last, stats, line_shift):
     """Steps 3-4 for a valid point, recording the table accesses: (pillar, slot), with
     slot -1 when the pillar is full.
 
-    `tables` = (lut, coords, counts); `where` = ((array id, base address) of the lut,
-    coords and counts); `rec` = (stream_addrs, stream_writes, last, stats).
+    `where` = ((array id, base address) of the lut, coords and counts). The arrays come one
+    by one, not in tuples: numba copies a tuple argument of an inlined helper on every call,
+    with a reference-count update for each array in it, which would cost more than the step.
     """
-    lut, coords, counts = tables
     (lut_id, lut_base), (coords_id, coords_base), (counts_id, counts_base) = where
-    stream_addrs, stream_writes, last, stats = rec
     _touch(stream_addrs, stream_writes, last, stats, lut_id, lut_base + 4 * lut_index, False,
            line_shift)
     pillar, new = assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars)
@@ -152,9 +151,7 @@ def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot
     n, dims = points.shape
     last = np.full((6, 2), -1, np.int64)
     state = np.zeros(1, np.int64)
-    tables = (lut, coords, counts)
     where = ((2, bases[2]), (4, bases[4]), (3, bases[3]))
-    rec = (stream_addrs, stream_writes, last, stats)
     valid = 0
     kept = 0
     for i in range(n):
@@ -176,8 +173,9 @@ def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot
                 continue
             stats[FDIVS] += 2
         valid += 1
-        pillar, slot = _take_slot(idx, idy, idy * x_len + idx, tables, state, max_pillars,
-                                  max_slots, where, rec, line_shift)
+        pillar, slot = _take_slot(idx, idy, idy * x_len + idx, lut, coords, counts, state,
+                                  max_pillars, max_slots, where, stream_addrs, stream_writes,
+                                  last, stats, line_shift)
         if slot < 0:
             continue
         if cells.size:
@@ -276,9 +274,7 @@ def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_ma
     n_points = cells.size
     last = np.full((7, 2), -1, np.int64)
     state = np.zeros(1, np.int64)
-    tables = (lut, coords, counts)
     where = ((3, bases[3]), (5, bases[5]), (4, bases[4]))
-    rec = (stream_addrs, stream_writes, last, stats)
     valid = 0
     kept = 0
     for i in range(n_points):
@@ -292,8 +288,9 @@ def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_ma
         idx = cell & 0xFFFF
         idy = cell >> 16
         # The 2-D table is indexed [idx][idy].
-        pillar, slot = _take_slot(idx, idy, idx * y_len + idy, tables, state, max_pillars,
-                                  max_slots, where, rec, line_shift)
+        pillar, slot = _take_slot(idx, idy, idx * y_len + idy, lut, coords, counts, state,
+                                  max_pillars, max_slots, where, stream_addrs, stream_writes,
+                                  last, stats, line_shift)
         if slot < 0:
             continue
         if slot_major:

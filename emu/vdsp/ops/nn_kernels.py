@@ -42,21 +42,28 @@ def quantize_tile(
     """float32[count] at `src` -> int8/uint8[count] at `dst`:
     q = saturate(round_half_even(x / s + z)) when `divide` (SCALE), or with x * s (SHIFT,
     where s = 2**shift), s and z from the tables at lane phase `phase`."""
+    x, s, z = np.empty(LANES, np.float32), np.empty(LANES, np.float32), np.empty(LANES, np.float32)
+    q = np.empty((4, LANES), np.int32)
+    low, high = np.empty(2 * LANES, np.int16), np.empty(2 * LANES, np.int16)
+    packed = np.empty(VEC, np.uint8)
+    signed = packed.view(np.int8)
     for base in range(0, count, 4 * LANES):
-        q = []
         for part in range(4):
-            x = isa.load_f32(ctx, src + 4 * (base + LANES * part))
-            s = isa.loadu_f32(ctx, table + 4 * phase)
-            z = isa.loadu_f32(ctx, zp_table + 4 * phase)
-            v = isa.fdiv_f32(ctx, x, s) if divide else isa.mul_f32(ctx, x, s)
-            q.append(isa.round_f32_i32(ctx, isa.add_f32(ctx, v, z)))
+            isa.load_f32(ctx, src + 4 * (base + LANES * part), x)
+            isa.loadu_f32(ctx, table + 4 * phase, s)
+            isa.loadu_f32(ctx, zp_table + 4 * phase, z)
+            if divide:
+                isa.fdiv_f32(ctx, x, s, x)
+            else:
+                isa.mul_f32(ctx, x, s, x)
+            isa.round_f32_i32(ctx, isa.add_f32(ctx, x, z, x), q[part])
             phase = (phase + LANES) % period
-        low = isa.pack_i32_i16(ctx, q[0], q[1])
-        high = isa.pack_i32_i16(ctx, q[2], q[3])
+        isa.pack_i32_i16(ctx, q[0], q[1], low)
+        isa.pack_i32_i16(ctx, q[2], q[3], high)
         if unsigned:
-            packed = isa.as_u8(isa.pack_i16_u8(ctx, low, high))
+            isa.pack_i16_u8(ctx, low, high, packed)
         else:
-            packed = isa.as_u8(isa.pack_i16_i8(ctx, low, high))
+            isa.pack_i16_i8(ctx, low, high, signed)
         left = count - base
         if left >= VEC:
             isa.store(ctx, packed, dst + base)
@@ -70,21 +77,27 @@ def dequantize_tile(
     phase: int, unsigned: bool,
 ) -> None:
     """int8/uint8[count] at `src` -> float32[count] at `dst`: y = (float(q) - z) * s."""
+    raw = np.empty(VEC, np.int8)
+    halves = np.empty((2, 2 * LANES), np.int16)
+    q = np.empty(LANES, np.int32)
+    y, s, z = np.empty(LANES, np.float32), np.empty(LANES, np.float32), np.empty(LANES, np.float32)
     for base in range(0, count, 4 * LANES):
-        raw = isa.load_i8(ctx, src + base)
+        isa.load_i8(ctx, src + base, raw)
         if unsigned:
-            halves = (isa.unpack_lo_u8_i16(ctx, raw), isa.unpack_hi_u8_i16(ctx, raw))
+            isa.unpack_lo_u8_i16(ctx, raw, halves[0])
+            isa.unpack_hi_u8_i16(ctx, raw, halves[1])
         else:
-            halves = (isa.unpack_lo_i8_i16(ctx, raw), isa.unpack_hi_i8_i16(ctx, raw))
+            isa.unpack_lo_i8_i16(ctx, raw, halves[0])
+            isa.unpack_hi_i8_i16(ctx, raw, halves[1])
         for part in range(4):
             half = halves[part // 2]
             if part % 2 == 0:
-                q = isa.unpack_lo_i16_i32(ctx, half)
+                isa.unpack_lo_i16_i32(ctx, half, q)
             else:
-                q = isa.unpack_hi_i16_i32(ctx, half)
-            s = isa.loadu_f32(ctx, table + 4 * phase)
-            z = isa.loadu_f32(ctx, zp_table + 4 * phase)
-            y = isa.mul_f32(ctx, isa.sub_f32(ctx, isa.cvt_i32_f32(ctx, q), z), s)
+                isa.unpack_hi_i16_i32(ctx, half, q)
+            isa.loadu_f32(ctx, table + 4 * phase, s)
+            isa.loadu_f32(ctx, zp_table + 4 * phase, z)
+            isa.mul_f32(ctx, isa.sub_f32(ctx, isa.cvt_i32_f32(ctx, q, y), z, y), s, y)
             phase = (phase + LANES) % period
             at = base + LANES * part
             left = count - at
@@ -95,17 +108,26 @@ def dequantize_tile(
 
 
 @njit
-def exp_f32(ctx: Context, x: F32) -> F32:
-    """exp(x) for x <= 0 (and NaN), as described in the module docstring."""
-    t = isa.max_f32(ctx, isa.mul_f32(ctx, x, isa.splat_f32(ctx, LOG2E)),
-                    isa.splat_f32(ctx, EXP_T_MIN))
-    n = isa.round_f32_i32(ctx, t)
-    f = isa.sub_f32(ctx, t, isa.cvt_i32_f32(ctx, n))
-    p = isa.splat_f32(ctx, EXP2_POLY[6])
+def _exp_registers() -> np.ndarray:
+    """The working registers of `exp_f32`: t, f, a coefficient, n and the exponent bits."""
+    return np.empty((5, LANES), np.float32)
+
+
+@njit
+def exp_f32(ctx: Context, x: F32, out: F32, regs: np.ndarray) -> F32:
+    """exp(x) for x <= 0 (and NaN) into `out`, as described in the module docstring; `regs`
+    are working registers from `_exp_registers()`."""
+    t, f, c = regs[0], regs[1], regs[2]
+    n, bits = regs[3].view(np.int32), regs[4].view(np.int32)
+    isa.mul_f32(ctx, x, isa.splat_f32(ctx, LOG2E, c), t)
+    isa.max_f32(ctx, t, isa.splat_f32(ctx, EXP_T_MIN, c), t)
+    isa.round_f32_i32(ctx, t, n)
+    isa.sub_f32(ctx, t, isa.cvt_i32_f32(ctx, n, f), f)
+    p = isa.splat_f32(ctx, EXP2_POLY[6], out)
     for k in range(5, -1, -1):
-        p = isa.add_f32(ctx, isa.mul_f32(ctx, p, f), isa.splat_f32(ctx, EXP2_POLY[k]))
-    bits = isa.sll_i32(ctx, isa.add_i32(ctx, n, isa.splat_i32(ctx, 127)), 23)
-    return isa.mul_f32(ctx, p, isa.as_f32(bits))
+        isa.add_f32(ctx, isa.mul_f32(ctx, p, f, p), isa.splat_f32(ctx, EXP2_POLY[k], c), p)
+    isa.sll_i32(ctx, isa.add_i32(ctx, n, isa.splat_i32(ctx, 127, bits), bits), 23, bits)
+    return isa.mul_f32(ctx, p, bits.view(np.float32), out)
 
 
 @njit
@@ -115,19 +137,23 @@ def softmax_rows_across_lanes(
     """Softmax of 16 rows of `length` float32 at once, lane l holding row l (rows at
     `src` + offsets[l]); each lane runs along its row: max, then the sum of exponentials in
     row order, then each exponential times the reciprocal of the sum."""
-    m = isa.gather_d(ctx, isa.gather_a_f32(ctx, src, offsets))
+    regs = _exp_registers()
+    work = np.empty((5, LANES), np.float32)
+    g, m, x, e, total = work[0], work[1], work[2], work[3], work[4]
+    isa.gather_d(ctx, isa.gather_a_f32(ctx, src, offsets, g), m)
     for j in range(1, length):
-        m = isa.max_f32(ctx, m, isa.gather_d(ctx, isa.gather_a_f32(ctx, src + 4 * j, offsets)))
-    total = isa.splat_f32(ctx, np.float32(0.0))
+        isa.max_f32(ctx, m, isa.gather_d(ctx, isa.gather_a_f32(ctx, src + 4 * j, offsets, g), x),
+                    m)
+    isa.splat_f32(ctx, np.float32(0.0), total)
     for j in range(length):
-        x = isa.gather_d(ctx, isa.gather_a_f32(ctx, src + 4 * j, offsets))
-        e = exp_f32(ctx, isa.sub_f32(ctx, x, m))
-        total = isa.add_f32(ctx, total, e)
+        isa.gather_d(ctx, isa.gather_a_f32(ctx, src + 4 * j, offsets, g), x)
+        exp_f32(ctx, isa.sub_f32(ctx, x, m, x), e, regs)
+        isa.add_f32(ctx, total, e, total)
         isa.scatter_f32(ctx, e, dst + 4 * j, offsets)
-    r = isa.frecip_f32(ctx, total)
+    r = isa.frecip_f32(ctx, total, m)
     for j in range(length):
-        e = isa.gather_d(ctx, isa.gather_a_f32(ctx, dst + 4 * j, offsets))
-        isa.scatter_f32(ctx, isa.mul_f32(ctx, e, r), dst + 4 * j, offsets)
+        isa.gather_d(ctx, isa.gather_a_f32(ctx, dst + 4 * j, offsets, g), e)
+        isa.scatter_f32(ctx, isa.mul_f32(ctx, e, r, e), dst + 4 * j, offsets)
     isa.scatter_w(ctx)
 
 
@@ -135,44 +161,56 @@ def softmax_rows_across_lanes(
 def softmax_columns(ctx: Context, src: int, dst: int, length: int) -> None:
     """Softmax down 16 columns at once: row j of the tile (64 bytes at src + 64 j) holds
     element j of 16 independent softmax vectors; same order of operations as above."""
-    m = isa.load_f32(ctx, src)
+    regs = _exp_registers()
+    work = np.empty((4, LANES), np.float32)
+    m, x, e, total = work[0], work[1], work[2], work[3]
+    isa.load_f32(ctx, src, m)
     for j in range(1, length):
-        m = isa.max_f32(ctx, m, isa.load_f32(ctx, src + VEC * j))
-    total = isa.splat_f32(ctx, np.float32(0.0))
+        isa.max_f32(ctx, m, isa.load_f32(ctx, src + VEC * j, x), m)
+    isa.splat_f32(ctx, np.float32(0.0), total)
     for j in range(length):
-        e = exp_f32(ctx, isa.sub_f32(ctx, isa.load_f32(ctx, src + VEC * j), m))
-        total = isa.add_f32(ctx, total, e)
+        exp_f32(ctx, isa.sub_f32(ctx, isa.load_f32(ctx, src + VEC * j, x), m, x), e, regs)
+        isa.add_f32(ctx, total, e, total)
         isa.store(ctx, e, dst + VEC * j)
-    r = isa.frecip_f32(ctx, total)
+    r = isa.frecip_f32(ctx, total, m)
     for j in range(length):
-        isa.store(ctx, isa.mul_f32(ctx, isa.load_f32(ctx, dst + VEC * j), r), dst + VEC * j)
+        isa.store(ctx, isa.mul_f32(ctx, isa.load_f32(ctx, dst + VEC * j, x), r, x),
+                  dst + VEC * j)
 
 
 @njit
 def softmax_long_row(ctx: Context, src: int, dst: int, length: int) -> None:
     """Softmax of one long row with lanes along the row: lane l takes elements l, l+16, ...;
     lane maxima and lane sums (in element order) are combined by the ISA's reduction trees."""
-    minus_inf = isa.splat_f32(ctx, np.float32(-np.inf))
-    zero = isa.splat_f32(ctx, np.float32(0.0))
-    lane = np.arange(LANES)
-    m = minus_inf
+    regs = _exp_registers()
+    work = np.empty((6, LANES), np.float32)
+    minus_inf, zero, m, x, e, total = work[0], work[1], work[2], work[3], work[4], work[5]
+    isa.splat_f32(ctx, np.float32(-np.inf), minus_inf)
+    isa.splat_f32(ctx, np.float32(0.0), zero)
+    lane = np.arange(LANES).astype(np.int32)
+    left_reg = np.empty(LANES, np.int32)
+    valid = np.empty(LANES, np.bool_)
+    m[:] = minus_inf
     for base in range(0, length, LANES):
-        valid = _valid_lanes(ctx, lane, length - base)
-        m = isa.max_f32(ctx, m, isa.mov_t(ctx, isa.load_f32(ctx, src + 4 * base), minus_inf,
-                                          valid))
-    row_max = isa.splat_f32(ctx, isa.rmax_f32(ctx, m))
-    total = zero
+        _valid_lanes(ctx, lane, length - base, left_reg, valid)
+        isa.max_f32(ctx, m, isa.mov_t(ctx, isa.load_f32(ctx, src + 4 * base, x), minus_inf,
+                                      valid, x), m)
+    row_max = isa.splat_f32(ctx, isa.rmax_f32(ctx, m), m)
+    total[:] = zero
     for base in range(0, length, LANES):
-        valid = _valid_lanes(ctx, lane, length - base)
-        e = exp_f32(ctx, isa.sub_f32(ctx, isa.load_f32(ctx, src + 4 * base), row_max))
-        total = isa.add_f32(ctx, total, isa.mov_t(ctx, e, zero, valid))
+        _valid_lanes(ctx, lane, length - base, left_reg, valid)
+        exp_f32(ctx, isa.sub_f32(ctx, isa.load_f32(ctx, src + 4 * base, x), row_max, x), e,
+                regs)
+        isa.add_f32(ctx, total, isa.mov_t(ctx, e, zero, valid, x), total)
         isa.store(ctx, e, dst + 4 * base)
-    r = isa.frecip_f32(ctx, isa.splat_f32(ctx, isa.radd_f32(ctx, total)))
+    r = isa.frecip_f32(ctx, isa.splat_f32(ctx, isa.radd_f32(ctx, total), m), m)
     for base in range(0, length, LANES):
-        isa.store(ctx, isa.mul_f32(ctx, isa.load_f32(ctx, dst + 4 * base), r), dst + 4 * base)
+        isa.store(ctx, isa.mul_f32(ctx, isa.load_f32(ctx, dst + 4 * base, x), r, x),
+                  dst + 4 * base)
 
 
 @njit
-def _valid_lanes(ctx: Context, lane: np.ndarray, left: int) -> np.ndarray:
+def _valid_lanes(ctx: Context, lane: np.ndarray, left: int, left_reg: np.ndarray,
+                 out: np.ndarray) -> np.ndarray:
     # A lane-index compare against the count left (one compare instruction).
-    return isa.lt_i32(ctx, lane.astype(np.int32), isa.splat_i32(ctx, left))
+    return isa.lt_i32(ctx, lane, isa.splat_i32(ctx, left, left_reg), out)

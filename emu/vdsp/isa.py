@@ -79,6 +79,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import numba
 import numpy as np
 import numpy.typing as npt
 from numba.core import types
@@ -233,6 +234,17 @@ class Context(structref.StructRefProxy):
     tcm_f32: F32
 
 
+class _PlainContext:
+    """The context as a plain Python object, for runs with NUMBA_DISABLE_JIT=1: numba's
+    structure proxy needs compiled code to create and read it."""
+
+    __slots__ = _CONTEXT_FIELDS
+
+    def __init__(self, *fields: npt.NDArray[Any]) -> None:
+        for name, value in zip(_CONTEXT_FIELDS, fields, strict=True):
+            setattr(self, name, value)
+
+
 def _field_property(index: int) -> property:
     def read(ctx: Context) -> npt.NDArray[Any]:
         return _fields(ctx)[index]
@@ -301,7 +313,8 @@ def make_context(
     width_shift = int(sub_bank_width_bytes).bit_length() - 1
     words_per_bank_shift = int(bank_bytes).bit_length() - 1 - width_shift
     geometry = [bank_bytes, sub_banks, sub_bank_width_bytes, width_shift, words_per_bank_shift]
-    return Context(
+    make = _PlainContext if numba.config.DISABLE_JIT else Context  # type: ignore[attr-defined]
+    return make(  # type: ignore[return-value]
         tcm,
         np.zeros(N_COUNTERS, dtype=np.int64),
         np.zeros(4, dtype=np.int64),

@@ -1214,3 +1214,37 @@ def test_a_lane_wise_op_may_write_over_its_first_operand(op):
     first = args[0].copy()
     result = op(ctx, first, *args[1:], first)
     assert result is first and first.tobytes() == expected.tobytes()
+
+
+_PLAIN_PYTHON_SCRIPT = """
+import hashlib
+import numpy as np
+from emu.vdsp import isa
+from emu.workloads.pointcloud import dsp_kernels
+from emu.workloads.pointcloud.params import CENTERPOINT as P
+ctx = isa.make_context(262144, 131072, 8, 4)
+rng = np.random.default_rng(3)
+points = rng.uniform(-60, 60, (64, 5)).astype(np.float32)
+points[5, 0] = np.nan
+ctx.tcm[: points.nbytes] = points.view(np.uint8).ravel()
+dsp_kernels.stage1_quantize_first(ctx, 0, 131072, 64, 5, P.f32(), P.x_len, P.y_len)
+print(hashlib.sha1(ctx.tcm.tobytes()).hexdigest(), ctx.counters.tolist(), ctx.fault.tolist())
+"""
+
+
+def test_ops_and_kernels_run_as_plain_python_with_the_jit_disabled():
+    # emu.jit promises NUMBA_DISABLE_JIT=1 for debugging: the context then is a plain object.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    outputs = []
+    for disable in ("0", "1"):
+        env = {**os.environ, "NUMBA_DISABLE_JIT": disable, "PYTHONPATH": root}
+        done = subprocess.run([sys.executable, "-c", _PLAIN_PYTHON_SCRIPT], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]

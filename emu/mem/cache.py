@@ -346,9 +346,9 @@ def _access_kernel(
     l1_tags, l1_stamps, l1_dirt = l1d
     l2_tags, l2_stamps = l2[0], l2[1]
     l3_tags, l3_stamps = l3[0], l3[1]
-    l1_mask = l1d[0].shape[1] - 1
-    l2_mask = l2[0].shape[1] - 1
-    l3_mask = l3[0].shape[1] - 1
+    l1_mask = l1_tags.shape[1] - 1
+    l2_mask = l2_tags.shape[1] - 1
+    l3_mask = l3_tags.shape[1] - 1
     for i in range(lines.size):
         line = lines[i]
         dirty = 1 if is_write[i] else 0

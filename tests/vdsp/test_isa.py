@@ -93,7 +93,7 @@ def test_make_context_allocates_zeroed_state():
     assert tcm.dtype == np.uint8 and tcm.size == TCM_BYTES and not tcm.any()
     assert counters.dtype == np.int64 and counters.size == isa.N_COUNTERS and not counters.any()
     assert fault.tolist() == [0, 0, 0, 0]
-    assert geometry.tolist()[:3] == [BANK_BYTES, 4, 4]
+    assert geometry.tolist() == [BANK_BYTES, 4, 4, 2, BANK_BYTES.bit_length() - 1 - 2]
     assert len(isa.COUNTER_NAMES) == isa.N_COUNTERS
 
 

@@ -91,3 +91,18 @@ def test_full_models_on_small_synthetic_frames():
     for params in (CENTERPOINT, POINTPILLARS):
         (_, points), = lidar.synthetic_frames(params.name, 1, 3, 4000)
         check_all(points, params)
+
+
+def test_a_stream_buffer_sized_too_small_is_reported_not_overrun():
+    from emu.workloads.pointcloud import cpu_kernels as ck
+    from emu.workloads.pointcloud.impls import _Stream
+
+    stream = _Stream()
+    stream.reset(2)  # a new stream: exactly two entries of room
+    assert stream.addrs.size == 2
+    last = np.full((1, 2), -1, np.int64)
+    for line in range(3):  # three distinct lines: the third finds the buffer full
+        ck._touch(stream.addrs, stream.writes, last, stream.stats, 0, 64 * line, False, 6)
+    assert stream.stats[ck.ENTRIES] == 2 and stream.stats[ck.OVERFLOW] == 1
+    with pytest.raises(RuntimeError, match="sized too small"):
+        stream.work("voxelize")

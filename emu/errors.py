@@ -27,6 +27,10 @@ class SimulationError(EmuError):
     """The simulation was driven in a way its components do not allow."""
 
 
+class HostThreadError(EmuError):
+    """A host thread's function raised; the original exception is the cause."""
+
+
 class PoolError(UserError):
     """A memory-pool request cannot be met (exhaustion, fragmentation, bad free)."""
 

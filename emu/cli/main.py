@@ -307,9 +307,9 @@ def _dsp(args: argparse.Namespace) -> int:
 
     run = dsp_ops.DspRun(args.op, args.shape, args.axis, args.dtype, args.mode, args.per_axis,
                          args.core, args.rpcs, args.priority, args.seed)
-    sess = session.start(args.preset, args.config, args.overrides, trace=args.trace is not None)
-    result = dsp_ops.execute(run)
-    sess.soc.finish()
+    with session.Session(args.preset, args.config, args.overrides,
+                         trace=args.trace is not None) as sess:
+        result = dsp_ops.execute(run)
     failed = [call["error"] for call in result["rpcs"] if call["status"] != "ok"]
     if failed:
         raise InputError(f"dsp {run.op}: {failed[0]}")

@@ -63,6 +63,7 @@ class PoolBuffer:
         "_pool",
         "_reserved_bytes",
         "_size_bytes",
+        "_users",
     )
 
     def __init__(
@@ -86,6 +87,7 @@ class PoolBuffer:
         self._cached = cached
         self._label = label
         self._alive = True
+        self._users = 0
         self._data: npt.NDArray[np.uint8] | None = None
 
     @property
@@ -128,6 +130,11 @@ class PoolBuffer:
         return self._alive
 
     @property
+    def users(self) -> int:
+        """Queued or running tasks that use this buffer (see `CmaPool.pin`)."""
+        return self._users
+
+    @property
     def data(self) -> npt.NDArray[np.uint8]:
         """The buffer's bytes, created zero-filled on first access.
 
@@ -137,6 +144,16 @@ class PoolBuffer:
         if self._data is None:
             self._data = np.zeros(self._size_bytes, dtype=np.uint8)
         return self._data
+
+    def is_view(self, view: object) -> bool:
+        """Whether `view` is this live buffer's bytes, whole: the array `data` handed out
+        or a 1-D uint8 view of all of it. A view of a freed buffer's array never is, even
+        if a new buffer took the same address (it has an array of its own)."""
+        data = self._data
+        if data is None or not isinstance(view, np.ndarray):
+            return False
+        return (view.dtype == np.uint8 and view.shape == data.shape and view.strides == (1,)
+                and view.__array_interface__["data"][0] == data.__array_interface__["data"][0])
 
     def check_alive(self) -> None:
         """Raise `PoolError` if the buffer has been freed."""
@@ -367,23 +384,44 @@ class CmaPool:
             f"is {self.largest_free_bytes} B"
         )
 
+    def pin(self, buf: PoolBuffer) -> None:
+        """Mark a live buffer as used by one more queued or running task: it cannot be freed
+        until every such task has called `unpin` (an accelerator would otherwise read or
+        write memory that was handed to someone else)."""
+        self._check_own(buf, "pin")
+        buf._users += 1
+
+    def unpin(self, buf: PoolBuffer) -> None:
+        """One task that used `buf` has finished with it."""
+        if buf._pool is not self or buf._users <= 0:
+            raise PoolError(f"unpin of buffer {buf._describe()} that no task uses")
+        buf._users -= 1
+
     def free(self, buf: PoolBuffer) -> None:
         """Give a live buffer's range back, merging it with free neighbours.
 
-        Raises `PoolError`, changing nothing, for a buffer already freed or not from here.
+        Raises `PoolError`, changing nothing, for a buffer already freed, not from here, or
+        still used by a queued or running task.
         """
-        if not isinstance(buf, PoolBuffer):
-            raise PoolError(f"pool free: expected a PoolBuffer, got {buf!r}")
-        if buf._pool is not self:
-            raise PoolError(f"free of buffer {buf._describe()} which belongs to another pool")
-        if not buf.alive:
-            raise PoolError(f"double free of buffer {buf._describe()}")
+        self._check_own(buf, "free")
+        if buf._users:
+            raise PoolError(f"free of buffer {buf._describe()} which {buf._users} queued or "
+                            f"running task(s) still use")
         addr, reserved = buf.phys_addr, buf.reserved_bytes
         del self._live[addr]
         del self._live_addrs[bisect.bisect_left(self._live_addrs, addr)]
         self._give_back(addr, reserved)
         self._used_bytes -= reserved
         buf._retire()
+
+    def _check_own(self, buf: PoolBuffer, action: str) -> None:
+        if not isinstance(buf, PoolBuffer):
+            raise PoolError(f"pool {action}: expected a PoolBuffer, got {buf!r}")
+        if buf._pool is not self:
+            raise PoolError(f"{action} of buffer {buf._describe()} which belongs to another pool")
+        if not buf.alive:
+            raise PoolError(f"double free of buffer {buf._describe()}" if action == "free"
+                            else f"{action} of freed buffer {buf._describe()}")
 
     def _give_back(self, addr: int, size: int) -> None:
         index = bisect.bisect_left(self._free_addrs, addr)

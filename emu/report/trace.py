@@ -1,9 +1,11 @@
 """Export a recording as Chrome trace-event JSON, which the Perfetto UI opens.
 
 Tracks are grouped into processes by the first component below the root (`soc.bpu.core0`
-goes to process `bpu`, thread `core0`); each track is one thread. Timestamps are microseconds
-with picosecond precision; events are sorted so the file does not depend on recording order
-within one instant.
+goes to process `bpu`, thread `core0`); each track is one thread. A slice that is a link of a
+flow carries `bind_id` with `flow_out` (the flow leaves it) and/or `flow_in` (the flow
+arrives), so Perfetto draws an arrow from an API call to the task slices it caused.
+Timestamps are microseconds with picosecond precision; events are sorted so the file does
+not depend on recording order within one instant.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ def chrome_trace_many(
     meta: list[dict[str, Any]] = []
     timed: list[tuple[int, int, int, int, dict[str, Any]]] = []
     first_pid = 1
+    flow_base = 0
     for prefix, recording in runs:
-        first_pid = _events(recording, prefix, first_pid, meta, timed)
+        first_pid = _events(recording, prefix, first_pid, flow_base, meta, timed)
+        flow_base += recording.flows
     timed.sort(key=lambda item: item[:4])
     doc: dict[str, Any] = {
         "traceEvents": meta + [item[4] for item in timed],
@@ -53,10 +57,11 @@ def chrome_trace_many(
 
 
 def _events(
-    recording: Recording, prefix: str, first_pid: int, meta: list[dict[str, Any]],
-    timed: list[tuple[int, int, int, int, dict[str, Any]]],
+    recording: Recording, prefix: str, first_pid: int, flow_base: int,
+    meta: list[dict[str, Any]], timed: list[tuple[int, int, int, int, dict[str, Any]]],
 ) -> int:
-    """Append one recording's events; returns the next free process id."""
+    """Append one recording's events (its flow ids shifted past `flow_base`, so the runs of
+    one document never share one); returns the next free process id."""
     processes: dict[str, int] = {}
     where: list[tuple[int, int]] = []
     threads_in: dict[int, int] = {}
@@ -86,6 +91,13 @@ def _events(
                                  "ts": _us(s.start_ps), "dur": _us(s.end_ps - s.start_ps)}
         if s.args:
             event["args"] = dict(s.args)
+        if s.flow is not None:
+            # Flow events bound to the slice itself (the "v2" form Perfetto reads).
+            event["bind_id"] = flow_base + s.flow.flow_id
+            if s.flow.into:
+                event["flow_in"] = True
+            if s.flow.onward:
+                event["flow_out"] = True
         # Longer slices first at equal start, so enclosing slices precede their children.
         timed.append((s.start_ps, -(s.end_ps - s.start_ps), pid * 10_000 + tid, order, event))
     for order, c in enumerate(recording.counters, start=order_base + len(recording.slices)):

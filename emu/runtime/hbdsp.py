@@ -7,11 +7,13 @@
     rc = hbDSPWaitTaskDone(task, 0)                      # 0 or less: wait until done
     rc = hbDSPReleaseTask(task)
 
-`input_mem` and `output_mem` are `hbSysMem` buffers of the pool. An RPC costs the host
-the API call; the message reaches the DSP queue `vdsp.rpc_submit_ps` later; the operator
-runs on a core chosen by `dspCoreId` (any, core 0, core 1) in the order of the priority
-queue (priority 0-255, 255 preempting at tile boundaries, then customId, then arrival);
-the host sees completion `vdsp.rpc_return_ps` after the operator ends. Misuse returns an
+`input_mem` and `output_mem` are `hbSysMem` buffers of the session's pool; they cannot be
+freed until the task is done. An RPC costs the calling thread the API call; the message
+reaches the DSP queue `vdsp.rpc_submit_ps` later; the operator runs on a core chosen by
+`dspCoreId` (any, core 0, core 1) in the order of the priority queue (priority 0-255, 255
+preempting at tile boundaries, then customId, then arrival); the caller sees completion
+`vdsp.rpc_return_ps` after the operator ends. A task handle belongs to its session; it is
+refused once released, by another session, or after its session closed. Misuse returns an
 error code and changes nothing.
 """
 
@@ -22,9 +24,10 @@ from typing import Any
 
 import simpy
 
+from emu.mem.pool import PoolBuffer
 from emu.runtime import session, status
 from emu.runtime.hbsys import buffer_of
-from emu.soc.clock import PS_PER_MS
+from emu.runtime.host import WaitResult
 from emu.soc.sched import ANY_CORE, CoreSlot, Stage, StageBody, Task
 from emu.vdsp import ops
 
@@ -39,29 +42,37 @@ HB_DSP_PRIORITY_PREEMP = HB_DSP_PRIORITY_HIGHEST
 HB_DSP_SUCCESS = status.SUCCESS
 HB_DSP_INVALID_ARGUMENT = status.define(-6200001, "hbDSP: invalid argument")
 HB_DSP_INVALID_TASK_HANDLE = status.define(
-    -6200002, "hbDSP: not a live task handle (never returned by hbDSPRpc, or released)")
+    -6200002, "hbDSP: not a live task handle of this session (never returned by hbDSPRpc, "
+              "released, or made in another or a closed session)")
 HB_DSP_UNKNOWN_COMMAND = status.define(-6200003, "hbDSP: no operator registered for rpcCmd")
 HB_DSP_CORE_OFFLINE = status.define(-6200004, "hbDSP: the requested DSP core is stopped")
 HB_DSP_TIMEOUT = status.define(-6200005, "hbDSP: the task did not finish within the timeout")
 HB_DSP_TASK_FAILED = status.define(
     -6200006, "hbDSP: the operator failed on the DSP (see the task's error message)")
 HB_DSP_TASK_RUNNING = status.define(-6200007, "hbDSP: the task has not finished yet")
+HB_DSP_WRONG_THREAD = status.define(
+    -6200008, "hbDSP: called from outside the session's host threads (another OS thread, a "
+              "callback from inside the simulation, or a closed session)")
+HB_DSP_DEADLOCK = status.define(
+    -6200009, "hbDSP: the task can never finish: nothing left in the simulation can run it "
+              "(its DSP core is stopped, or every host thread is waiting); it stays queued")
 
 
 class hbDSPRpcCtrlParam:  # the board's struct name
     """Control of one RPC: which core, which operator, how urgent."""
 
+    dspCoreId: int
+    rpcCmd: int
+    priority: int
+    customId: int
+    reserved1: int
+    reserved2: int
+
     def __init__(self) -> None:
-        self.dspCoreId: int = HB_DSP_CORE_ANY
-        self.rpcCmd: int = 0
-        self.priority: int = HB_DSP_PRIORITY_LOWEST
-        self.customId: int = 0
-        self.reserved1: int = 0
-        self.reserved2: int = 0
+        _set_defaults(self)
 
 
-def HB_DSP_INITIALIZE_RPC_CTRL_PARAM(param: hbDSPRpcCtrlParam) -> None:
-    """The board's initialiser macro: any core, lowest priority, custom id 0."""
+def _set_defaults(param: hbDSPRpcCtrlParam) -> None:
     param.dspCoreId = HB_DSP_CORE_ANY
     param.rpcCmd = 0
     param.priority = HB_DSP_PRIORITY_LOWEST
@@ -70,10 +81,19 @@ def HB_DSP_INITIALIZE_RPC_CTRL_PARAM(param: hbDSPRpcCtrlParam) -> None:
     param.reserved2 = 0
 
 
+def HB_DSP_INITIALIZE_RPC_CTRL_PARAM(param: hbDSPRpcCtrlParam) -> int:
+    """The board's initialiser macro: any core, lowest priority, custom id 0."""
+    if not isinstance(param, hbDSPRpcCtrlParam):
+        return HB_DSP_INVALID_ARGUMENT
+    _set_defaults(param)
+    return HB_DSP_SUCCESS
+
+
 class hbDSPTask:
     """A task handle returned by hbDSPRpc."""
 
-    def __init__(self, task: Task, completed: simpy.Event) -> None:
+    def __init__(self, sess: session.Session, task: Task, completed: simpy.Event) -> None:
+        self.session = sess
         self.task = task
         self.completed = completed
         self.released = False
@@ -83,84 +103,104 @@ class hbDSPTask:
         """The operator's failure message, once it failed on the DSP."""
         return self.task.error
 
+    def __repr__(self) -> str:
+        return f"<hbDSPTask {self.task.name!r}{' released' if self.released else ''}>"
+
 
 _CORES = {HB_DSP_CORE_ANY: ANY_CORE, HB_DSP_CORE_0: 0, HB_DSP_CORE_1: 1}
 
 
+def _live_task(task: Any, sess: session.Session) -> hbDSPTask | None:
+    if isinstance(task, hbDSPTask) and task.session is sess and not task.released:
+        return task
+    return None
+
+
+@status.c_function((HB_DSP_WRONG_THREAD, None))
 def hbDSPRpc(
     input_mem: Any, output_mem: Any, ctrl: Any,
 ) -> tuple[int, hbDSPTask | None]:
     """Queue operator `ctrl.rpcCmd` on `input_mem` -> `output_mem`; returns (rc, task)."""
-    if not isinstance(ctrl, hbDSPRpcCtrlParam):
-        return HB_DSP_INVALID_ARGUMENT, None
-    inp, out = buffer_of(input_mem), buffer_of(output_mem)
-    if inp is None or out is None:
-        return HB_DSP_INVALID_ARGUMENT, None
-    if not isinstance(ctrl.priority, int) or not 0 <= ctrl.priority <= 255:
-        return HB_DSP_INVALID_ARGUMENT, None
-    if not isinstance(ctrl.customId, int) or ctrl.dspCoreId not in _CORES:
-        return HB_DSP_INVALID_ARGUMENT, None
-    sess = session.current()
-    cores = sess.soc.vdsp
-    core = _CORES[ctrl.dspCoreId]
-    if core >= cores.cores:
-        return HB_DSP_INVALID_ARGUMENT, None
-    if core != ANY_CORE and not cores.hw[core].online:
-        return HB_DSP_CORE_OFFLINE, None
-    if core == ANY_CORE and not any(hw.online for hw in cores.hw):
-        return HB_DSP_CORE_OFFLINE, None
-    op = ops.lookup(ctrl.rpcCmd) if isinstance(ctrl.rpcCmd, int) else None
-    if op is None:
-        return HB_DSP_UNKNOWN_COMMAND, None
+    sess, thread = session.caller()
+    with thread.call("hbDSPRpc") as call:
+        if not isinstance(ctrl, hbDSPRpcCtrlParam):
+            return HB_DSP_INVALID_ARGUMENT, None
+        inp, out = buffer_of(input_mem, sess), buffer_of(output_mem, sess)
+        priority = status.as_int(ctrl.priority, HB_DSP_PRIORITY_LOWEST, HB_DSP_PRIORITY_HIGHEST)
+        custom_id = status.as_int(ctrl.customId, status.INT32_MIN, status.INT32_MAX)
+        core_id = status.as_int(ctrl.dspCoreId)
+        if inp is None or out is None or priority is None or custom_id is None \
+                or core_id not in _CORES:
+            return HB_DSP_INVALID_ARGUMENT, None
+        cores = sess.soc.vdsp
+        core = _CORES[core_id]
+        if core >= cores.cores:
+            return HB_DSP_INVALID_ARGUMENT, None
+        if core != ANY_CORE and not cores.hw[core].online:
+            return HB_DSP_CORE_OFFLINE, None
+        if core == ANY_CORE and not any(hw.online for hw in cores.hw):
+            return HB_DSP_CORE_OFFLINE, None
+        cmd = status.as_int(ctrl.rpcCmd)
+        op = ops.lookup(cmd) if cmd is not None else None
+        if op is None:
+            return HB_DSP_UNKNOWN_COMMAND, None
 
-    sess.host.api_call("hbDSPRpc")
+        def body(slot: CoreSlot) -> Generator[simpy.Event, Any, StageBody | None]:
+            return (yield from op.run(cores.hw[slot.index], slot, inp, out))
 
-    def body(slot: CoreSlot) -> Generator[simpy.Event, Any, StageBody | None]:
-        return (yield from op.run(cores.hw[slot.index], slot, inp, out))
-
-    sess.rpcs_issued += 1
-    task = Task(f"{op.name} #{sess.rpcs_issued}", [Stage(op.name, body)],
-                priority=ctrl.priority, custom_id=ctrl.customId, core=core)
-    env = sess.soc.env
-    completed = env.event()
-    env.process(_deliver(sess, task, completed))
-    return HB_DSP_SUCCESS, hbDSPTask(task, completed)
+        task = Task(f"{op.name} #{sess.next_serial()}", [Stage(op.name, body)],
+                    priority=priority, custom_id=custom_id, core=core)
+        call.link(task)
+        completed = sess.soc.env.event()
+        for buf in (inp, out):
+            sess.soc.pool.pin(buf)
+        sess.soc.env.process(_deliver(sess, task, (inp, out), completed))
+        return HB_DSP_SUCCESS, hbDSPTask(sess, task, completed)
 
 
-def _deliver(sess: session.Session, task: Task, completed: simpy.Event) -> Generator[
-        simpy.Event, Any, None]:
+def _deliver(sess: session.Session, task: Task, buffers: tuple[PoolBuffer, ...],
+             completed: simpy.Event) -> Generator[simpy.Event, Any, None]:
     cfg = sess.soc.config.vdsp
     env = sess.soc.env
     yield env.timeout(cfg.rpc_submit_ps)
     yield sess.soc.vdsp.submit(task)
+    for buf in buffers:
+        sess.soc.pool.unpin(buf)
     yield env.timeout(cfg.rpc_return_ps)
     completed.succeed()
 
 
+@status.c_function(HB_DSP_WRONG_THREAD)
 def hbDSPWaitTaskDone(task: Any, timeout_ms: int) -> int:
     """Wait for `task`; `timeout_ms` <= 0 waits until it is done (simulated time)."""
-    if not isinstance(task, hbDSPTask) or task.released:
+    sess, thread = session.caller()
+    handle = _live_task(task, sess)
+    if handle is None:
         return HB_DSP_INVALID_TASK_HANDLE
-    if not isinstance(timeout_ms, int | float):
+    timeout = status.timeout_ps(timeout_ms)
+    if timeout is False:
         return HB_DSP_INVALID_ARGUMENT
-    host = session.current().host
-    timeout = None if timeout_ms <= 0 else round(timeout_ms * PS_PER_MS)
-    if not host.wait_event(task.completed, timeout, f"hbDSPWaitTaskDone {task.task.name}"):
+    result = thread.wait(handle.completed, timeout, "hbDSPWaitTaskDone")
+    if result is WaitResult.TIMEOUT:
         return HB_DSP_TIMEOUT
-    return HB_DSP_TASK_FAILED if task.task.failed else HB_DSP_SUCCESS
+    if result is WaitResult.DEADLOCK:
+        return HB_DSP_DEADLOCK
+    return HB_DSP_TASK_FAILED if handle.task.failed else HB_DSP_SUCCESS
 
 
+@status.c_function(HB_DSP_WRONG_THREAD)
 def hbDSPReleaseTask(task: Any) -> int:
     """Release a finished task's handle."""
-    if not isinstance(task, hbDSPTask) or task.released:
-        return HB_DSP_INVALID_TASK_HANDLE
-    if not task.completed.triggered:
-        return HB_DSP_TASK_RUNNING
-    session.current().host.api_call("hbDSPReleaseTask")
-    task.released = True
-    return HB_DSP_SUCCESS
+    sess, thread = session.caller()
+    with thread.call("hbDSPReleaseTask"):
+        handle = _live_task(task, sess)
+        if handle is None:
+            return HB_DSP_INVALID_TASK_HANDLE
+        if not handle.completed.triggered:
+            return HB_DSP_TASK_RUNNING
+        handle.released = True
+        return HB_DSP_SUCCESS
 
 
 def hbDSPGetErrorDesc(code: int) -> str:
     return status.describe(code)
-

@@ -11,7 +11,15 @@ first; structs passed by pointer in C are filled in place.
 
 Only the CPU has caches: after the CPU writes a cached buffer that an accelerator will
 read, clean it; before the CPU reads what an accelerator wrote, invalidate it. Each call
-costs the host simulated time (the API call and, for a flush, the walk over the buffer).
+costs the calling host thread simulated time on an A55 core (the API call and, for a
+flush, the walk over the buffer; for a copy, the copy through the cache model).
+
+An `hbSysMem` names a buffer of its session's pool by its physical address and its CPU
+view: `virAddr` must be the very array the allocation handed out. So a copy of the struct
+made before the buffer was freed is refused even when a new buffer took the same address
+(it still holds the old array), and so is a struct of another session (whose pool has its
+own arrays at the same addresses). A buffer that a queued or running task uses cannot be
+freed until the task is done.
 """
 
 from __future__ import annotations
@@ -35,7 +43,14 @@ HB_SYS_INVALID_ARGUMENT = status.define(-6100001, "hbSys: invalid argument")
 HB_SYS_OUT_OF_MEMORY = status.define(
     -6100002, "hbSys: the memory pool cannot hold the allocation (exhausted or fragmented)")
 HB_SYS_INVALID_MEMORY = status.define(
-    -6100003, "hbSys: not a live buffer of the pool (never allocated, or already freed)")
+    -6100003, "hbSys: not a live buffer of this session's pool (never allocated, freed, "
+              "a stale copy of a freed buffer's struct, or another session's)")
+HB_SYS_WRONG_THREAD = status.define(
+    -6100004, "hbSys: called from outside the session's host threads (another OS thread, a "
+              "callback from inside the simulation, or a closed session)")
+HB_SYS_MEM_IN_USE = status.define(
+    -6100005, "hbSys: the buffer is used by a queued or running task; wait for the task "
+              "before freeing it")
 
 
 class hbSysMem:
@@ -47,107 +62,141 @@ class hbSysMem:
         self.memSize: int = 0
 
     def __repr__(self) -> str:
-        return f"hbSysMem(phyAddr={self.phyAddr:#x}, memSize={self.memSize})"
+        addr = self.phyAddr if isinstance(self.phyAddr, int) else 0
+        return f"hbSysMem(phyAddr={addr:#x}, memSize={self.memSize!r})"
 
 
-def buffer_of(mem: Any) -> PoolBuffer | None:
-    """The live pool buffer an `hbSysMem` describes, or None if it describes none."""
-    if not isinstance(mem, hbSysMem) or mem.virAddr is None:
+def buffer_of(mem: Any, sess: session.Session) -> PoolBuffer | None:
+    """The live buffer of `sess`'s pool that `mem` describes, or None if it describes none."""
+    if not isinstance(mem, hbSysMem):
         return None
-    buf = session.current().soc.pool.find(mem.phyAddr)
-    if buf is None or buf.phys_addr != mem.phyAddr or buf.size_bytes != mem.memSize:
+    phys = status.as_int(mem.phyAddr, 0)
+    size = status.as_int(mem.memSize, 1)
+    if phys is None or size is None:
         return None
-    return buf
+    buf = sess.soc.pool.find(phys)
+    if buf is None or buf.phys_addr != phys or buf.size_bytes != size:
+        return None
+    return buf if buf.is_view(mem.virAddr) else None
 
 
-def _alloc(mem: Any, size: Any, cached: bool) -> int:
-    if not isinstance(mem, hbSysMem) or not isinstance(size, int | np.integer) or size <= 0:
-        return HB_SYS_INVALID_ARGUMENT
-    sess = session.current()
-    sess.host.api_call("hbSysAllocMem")
-    try:
-        buf = sess.soc.pool.alloc(int(size), cached=cached, label="hbSysMem")
-    except PoolError:
-        return HB_SYS_OUT_OF_MEMORY
+def mem_of(buf: PoolBuffer) -> hbSysMem:
+    """The `hbSysMem` describing a pool buffer the emulator allocated itself."""
+    mem = hbSysMem()
     mem.phyAddr, mem.virAddr, mem.memSize = buf.phys_addr, buf.data, buf.size_bytes
-    return HB_SYS_SUCCESS
+    return mem
 
 
+def _alloc(mem: Any, size: Any, cached: bool, name: str) -> int:
+    sess, thread = session.caller()
+    with thread.call(name):
+        nbytes = status.as_int(size, 1)
+        if not isinstance(mem, hbSysMem) or nbytes is None:
+            return HB_SYS_INVALID_ARGUMENT
+        try:
+            buf = sess.soc.pool.alloc(nbytes, cached=cached, label="hbSysMem")
+        except PoolError:
+            return HB_SYS_OUT_OF_MEMORY
+        mem.phyAddr, mem.virAddr, mem.memSize = buf.phys_addr, buf.data, buf.size_bytes
+        return HB_SYS_SUCCESS
+
+
+@status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysAllocMem(mem: hbSysMem, size: int) -> int:
     """Allocate an uncached buffer of `size` bytes into `mem`."""
-    return _alloc(mem, size, cached=False)
+    return _alloc(mem, size, False, "hbSysAllocMem")
 
 
+@status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysAllocCachedMem(mem: hbSysMem, size: int) -> int:
     """Allocate a CPU-cached buffer of `size` bytes into `mem`."""
-    return _alloc(mem, size, cached=True)
+    return _alloc(mem, size, True, "hbSysAllocCachedMem")
 
 
+@status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysFreeMem(mem: hbSysMem) -> int:
-    buf = buffer_of(mem)
-    if buf is None:
-        return HB_SYS_INVALID_MEMORY
-    sess = session.current()
-    sess.host.api_call("hbSysFreeMem")
-    sess.soc.pool.free(buf)
-    mem.virAddr = None
-    return HB_SYS_SUCCESS
+    """Free the buffer `mem` describes; `mem.virAddr` becomes None."""
+    sess, thread = session.caller()
+    with thread.call("hbSysFreeMem"):
+        buf = buffer_of(mem, sess)
+        if buf is None:
+            return HB_SYS_INVALID_MEMORY
+        if buf.users:
+            return HB_SYS_MEM_IN_USE
+        sess.soc.pool.free(buf)
+        mem.virAddr = None
+        return HB_SYS_SUCCESS
 
 
+@status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysFlushMem(mem: hbSysMem, flag: int) -> int:
     """Clean (after CPU writes) or invalidate (before CPU reads) a cached buffer."""
-    buf = buffer_of(mem)
-    if buf is None:
-        return HB_SYS_INVALID_MEMORY
-    if flag not in (HB_SYS_MEM_CACHE_CLEAN, HB_SYS_MEM_CACHE_INVALIDATE):
-        return HB_SYS_INVALID_ARGUMENT
-    sess = session.current()
-    sess.host.api_call("hbSysFlushMem")
-    if buf.cached:
-        cfg = sess.soc.config.mem
-        if flag == HB_SYS_MEM_CACHE_CLEAN:
-            sess.host.advance(maintenance.clean_ps(buf.size_bytes, cfg), "cache clean")
-        else:
-            sess.host.advance(maintenance.invalidate_ps(buf.size_bytes, cfg), "cache invalidate")
-    return HB_SYS_SUCCESS
+    sess, thread = session.caller()
+    with thread.call("hbSysFlushMem"):
+        buf = buffer_of(mem, sess)
+        if buf is None:
+            return HB_SYS_INVALID_MEMORY
+        op = status.as_int(flag)
+        if op not in (HB_SYS_MEM_CACHE_CLEAN, HB_SYS_MEM_CACHE_INVALIDATE):
+            return HB_SYS_INVALID_ARGUMENT
+        if buf.cached:
+            cfg = sess.soc.config.mem
+            if op == HB_SYS_MEM_CACHE_CLEAN:
+                thread.cpu(maintenance.clean_ps(buf.size_bytes, cfg), "cache clean")
+            else:
+                thread.cpu(maintenance.invalidate_ps(buf.size_bytes, cfg), "cache invalidate")
+        return HB_SYS_SUCCESS
 
 
-def _copy_cost(buf: PoolBuffer, size: int, label: str, *, writes: bool) -> CpuWork:
+def _copy_cost(sess: session.Session, buf: PoolBuffer, size: int, label: str, *,
+               writes: bool) -> CpuWork:
     # memcpy on the host core: one 16-byte load and store per 16 bytes, through the caches.
-    line = session.current().soc.config.cpu.line_bytes
+    line = sess.soc.config.cpu.line_bytes
     addrs = np.arange(buf.phys_addr, buf.phys_addr + size, line, dtype=np.int64)
     return CpuWork(label, ops=2 * -(-size // 16), addrs=addrs,
                    is_write=np.full(len(addrs), writes))
 
 
+def _host_bytes(array: Any, *, writable: bool) -> npt.NDArray[np.uint8] | None:
+    """A host buffer as the bytes a C pointer would reach: bytes-like objects, or a
+    contiguous NumPy array of a plain (non-object) type; None for anything else."""
+    if not writable and isinstance(array, bytes | bytearray):
+        return np.frombuffer(array, dtype=np.uint8)
+    if (not isinstance(array, np.ndarray) or array.dtype.hasobject
+            or not array.flags.c_contiguous or (writable and not array.flags.writeable)):
+        return None
+    return array.reshape(-1).view(np.uint8)
+
+
+@status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysWriteMem(dest: hbSysMem, src: Any, size: int) -> int:
     """Copy `size` bytes from a host array or bytes object into the buffer `dest`."""
-    buf = buffer_of(dest)
-    if buf is None:
-        return HB_SYS_INVALID_MEMORY
-    data = np.frombuffer(bytes(src), dtype=np.uint8) if isinstance(src, bytes | bytearray) \
-        else np.asarray(src).reshape(-1).view(np.uint8)
-    if not isinstance(size, int) or not 0 < size <= min(buf.size_bytes, data.size):
-        return HB_SYS_INVALID_ARGUMENT
-    sess = session.current()
-    sess.host.api_call("hbSysWriteMem")
-    buf.data[:size] = data[:size]
-    sess.host.run_cpu(_copy_cost(buf, size, "hbSysWriteMem", writes=True))
-    return HB_SYS_SUCCESS
+    sess, thread = session.caller()
+    with thread.call("hbSysWriteMem"):
+        buf = buffer_of(dest, sess)
+        if buf is None:
+            return HB_SYS_INVALID_MEMORY
+        data = _host_bytes(src, writable=False)
+        nbytes = status.as_int(size, 1)
+        if data is None or nbytes is None or nbytes > min(buf.size_bytes, data.size):
+            return HB_SYS_INVALID_ARGUMENT
+        buf.data[:nbytes] = data[:nbytes]
+        thread.cpu(_copy_cost(sess, buf, nbytes, "memcpy", writes=True), "memcpy")
+        return HB_SYS_SUCCESS
 
 
+@status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysReadMem(dest: npt.NDArray[Any], src: hbSysMem, size: int) -> int:
     """Copy `size` bytes of the buffer `src` into the writable host array `dest`."""
-    buf = buffer_of(src)
-    if buf is None:
-        return HB_SYS_INVALID_MEMORY
-    if not isinstance(dest, np.ndarray) or not dest.flags.writeable or not dest.flags.c_contiguous:
-        return HB_SYS_INVALID_ARGUMENT
-    view = dest.reshape(-1).view(np.uint8)
-    if not isinstance(size, int) or not 0 < size <= min(buf.size_bytes, view.size):
-        return HB_SYS_INVALID_ARGUMENT
-    sess = session.current()
-    sess.host.api_call("hbSysReadMem")
-    view[:size] = buf.data[:size]
-    sess.host.run_cpu(_copy_cost(buf, size, "hbSysReadMem", writes=False))
-    return HB_SYS_SUCCESS
+    sess, thread = session.caller()
+    with thread.call("hbSysReadMem"):
+        buf = buffer_of(src, sess)
+        if buf is None:
+            return HB_SYS_INVALID_MEMORY
+        view = _host_bytes(dest, writable=True)
+        nbytes = status.as_int(size, 1)
+        if view is None or nbytes is None or nbytes > min(buf.size_bytes, view.size):
+            return HB_SYS_INVALID_ARGUMENT
+        view[:nbytes] = buf.data[:nbytes]
+        thread.cpu(_copy_cost(sess, buf, nbytes, "memcpy", writes=False), "memcpy")
+        return HB_SYS_SUCCESS

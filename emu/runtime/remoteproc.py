@@ -2,30 +2,44 @@
 
 On the board, `echo stop > /sys/class/remoteproc/remoteprocN/state` stops a DSP core and
 `echo start` boots it again. Here the same is a function call on the current session. A
-stopped core takes no task from the RPC queue; an RPC aimed at it fails at once with
-HB_DSP_CORE_OFFLINE; tasks already queued for it wait until it starts.
+stopped core takes no task from the RPC queue (the operator it is running finishes); an RPC
+aimed at it fails at once with HB_DSP_CORE_OFFLINE; tasks already queued for it wait until
+it starts, and a wait for them that nothing else can end returns HB_DSP_DEADLOCK.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from emu.runtime import session, status
 
 RPROC_SUCCESS = status.SUCCESS
 RPROC_INVALID_ARGUMENT = status.define(-6300001, "remoteproc: no such DSP core or state")
+RPROC_WRONG_THREAD = status.define(
+    -6300002, "remoteproc: called from outside the session's host threads (another OS "
+              "thread, a callback from inside the simulation, or a closed session)")
 
 
+def _core(core: Any, sess: session.Session) -> int | None:
+    return status.as_int(core, 0, sess.soc.vdsp.cores - 1)
+
+
+@status.c_function(RPROC_WRONG_THREAD)
 def rproc_set_state(core: int, state: str) -> int:
     """`state` is "start" or "stop", as written to the sysfs file."""
-    cores = session.current().soc.vdsp
-    if not isinstance(core, int) or not 0 <= core < cores.cores or state not in ("start", "stop"):
+    sess = session.current()
+    index = _core(core, sess)
+    if index is None or not isinstance(state, str) or state not in ("start", "stop"):
         return RPROC_INVALID_ARGUMENT
-    cores.set_online(core, state == "start")
+    sess.soc.vdsp.set_online(index, state == "start")
     return RPROC_SUCCESS
 
 
+@status.c_function("invalid")
 def rproc_state(core: int) -> str:
     """"running" or "offline", as read from the sysfs file; "invalid" for no such core."""
-    cores = session.current().soc.vdsp
-    if not isinstance(core, int) or not 0 <= core < cores.cores:
+    sess = session.current()
+    index = _core(core, sess)
+    if index is None:
         return "invalid"
-    return "running" if cores.hw[core].online else "offline"
+    return "running" if sess.soc.vdsp.hw[index].online else "offline"

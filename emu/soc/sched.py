@@ -27,7 +27,7 @@ import simpy
 from emu.errors import TaskError
 from emu.soc.component import Component
 from emu.soc.sim import Sim
-from emu.soc.trace import TraceRecorder
+from emu.soc.trace import Flow, TraceRecorder
 
 PRIORITY_LOWEST = 0
 PRIORITY_HIGHEST = 255
@@ -63,6 +63,7 @@ class Task:
     next_stage: int = 0
     error: str | None = None
     done: simpy.Event | None = None
+    flow_id: int = 0  # the trace flow from the API call that submitted it (0: none)
 
     def __post_init__(self) -> None:
         # A stage that stops early is replaced by its continuation, so keep a private list.
@@ -200,10 +201,12 @@ class CoreGroup(Component):
                 break
         end = self.env.now
         self.busy_ps[core] += end - began
-        slot.track.slice(task.name, began, end, priority=task.priority,
+        again = task.error is None and task.next_stage < len(task.stages)
+        flow = Flow(task.flow_id, into=True, onward=again) if task.flow_id else None
+        slot.track.slice(task.name, began, end, flow=flow, priority=task.priority,
                          custom_id=task.custom_id)
         self._running[core] = None
-        if task.error is None and task.next_stage < len(task.stages):
+        if again:
             self._pending.append(task)
         else:
             task.finished_ps = end

@@ -1,9 +1,10 @@
 """The trace recorder: slices and counters on named tracks, in simulated picoseconds.
 
 Components ask for a track by path (`soc.bpu.core0`, `soc.vdsp.core1.idma.ch0`, `host.main`)
-and record on it. Recording is off unless a trace was requested, so an untraced run pays
-for one attribute test per event. `emu.report.trace` turns the recording into a Chrome
-trace-event document for Perfetto.
+and record on it. A flow links slices on different tracks (the API call that submitted a
+task to the task's slices on the core that ran it). Recording is off unless a trace was
+requested, so an untraced run pays for one attribute test per event. `emu.report.trace`
+turns the recording into a Chrome trace-event document for Perfetto.
 """
 
 from __future__ import annotations
@@ -13,12 +14,23 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Flow:
+    """A slice's place in a flow (an arrow in Perfetto from one slice to the next of a flow):
+    `into` it arrives from the flow's previous slice, `onward` it leaves for the next."""
+
+    flow_id: int
+    into: bool
+    onward: bool
+
+
+@dataclass(frozen=True)
 class Slice:
     track: int
     name: str
     start_ps: int
     end_ps: int
     args: tuple[tuple[str, Any], ...] = ()
+    flow: Flow | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,7 @@ class Recording:
     tracks: list[str] = field(default_factory=list)
     slices: list[Slice] = field(default_factory=list)
     counters: list[CounterSample] = field(default_factory=list)
+    flows: int = 0  # flow ids handed out: 1..flows
 
 
 class Track:
@@ -46,13 +59,15 @@ class Track:
         self.index = index
         self.path = path
 
-    def slice(self, name: str, start_ps: int, end_ps: int, **args: Any) -> None:
-        """Record that `name` occupied this track from `start_ps` to `end_ps`."""
+    def slice(self, name: str, start_ps: int, end_ps: int, *, flow: Flow | None = None,
+              **args: Any) -> None:
+        """Record that `name` occupied this track from `start_ps` to `end_ps`, optionally as
+        one link of a flow (the API call that submitted a task, then the task's slices)."""
         if self._recorder.enabled:
             if end_ps < start_ps:
                 raise ValueError(f"{self.path}: slice {name!r} ends before it starts")
             self._recorder.recording.slices.append(
-                Slice(self.index, name, start_ps, end_ps, tuple(args.items()))
+                Slice(self.index, name, start_ps, end_ps, tuple(args.items()), flow)
             )
 
     def counter(self, name: str, at_ps: int, **values: float) -> None:
@@ -70,6 +85,14 @@ class TraceRecorder:
         self.enabled = enabled
         self.recording = Recording()
         self._tracks: dict[str, Track] = {}
+
+    def new_flow(self) -> int:
+        """A fresh flow id (1, 2, ... in the order asked for; 0 means none and is returned
+        when nothing is recorded)."""
+        if not self.enabled:
+            return 0
+        self.recording.flows += 1
+        return self.recording.flows
 
     def track(self, path: str) -> Track:
         """The track named `path`, created on first use (creation order fixes its id)."""

@@ -86,8 +86,8 @@ def _ms(ps: int) -> float:
 
 def execute(run: DspRun) -> dict[str, Any]:
     """Run the calls on the current session; the report of what they cost."""
-    sess = session.current()
-    soc, host = sess.soc, sess.host
+    sess, host = session.caller()
+    soc = sess.soc
     rng = np.random.default_rng(run.seed)
     blob, out_bytes = _input(run, rng)
     started = host.now_ps

@@ -70,7 +70,7 @@ def test_ping_round_trip_costs_the_rpc_latencies(sess):
     rc, task = hbDSPRpc(a, b, _ctrl(cmd=CMD_PING))
     assert rc == 0
     assert hbDSPWaitTaskDone(task, 0) == 0
-    assert sess.host.now_ps == 150
+    assert sess.main.now_ps == 150
     assert hbDSPReleaseTask(task) == 0
 
 
@@ -81,7 +81,7 @@ def test_two_concurrent_any_core_rpcs_run_on_both_cores(sess):
     assert hbDSPWaitTaskDone(t1, 0) == 0 and hbDSPWaitTaskDone(t2, 0) == 0
     assert sorted(t1.task.ran_on + t2.task.ran_on) == [0, 1]
     assert t1.task.finished_ps == t2.task.finished_ps == 100 + SLEEP_PS
-    assert sess.host.now_ps == 100 + SLEEP_PS + 50
+    assert sess.main.now_ps == 100 + SLEEP_PS + 50
 
 
 def test_priority_255_overtakes_a_queued_priority_0_rpc(sess):

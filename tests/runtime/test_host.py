@@ -1,77 +1,244 @@
+"""Host threads: exact simulated timelines of threads that sleep, compute, wait and join."""
+
+import threading
+
 import numpy as np
 import pytest
 
+import emu
 from emu.cpu.cluster import CpuWork
-from emu.errors import SimulationError
-from emu.runtime.host import Host
-from emu.soc.builder import Soc
-from emu.soc.config import load_config
+from emu.errors import HostThreadError, SimulationError
+from emu.runtime import session
+from emu.runtime.host import WaitResult
 from emu.soc.sched import Stage, Task
 
-
-def _soc(*overrides: str) -> Soc:
-    return Soc(load_config(overrides=["cpu.api_call_ps=1000", "bpu.task_overhead_ps=0",
-                                      *overrides]), trace=True).build()
+FAST = ["cpu.api_call_ps=1000", "bpu.task_overhead_ps=0"]
 
 
-def test_submit_returns_at_once_and_wait_runs_until_done():
-    soc = _soc()
-    host = Host(soc)
-    task = host.submit(soc.bpu, Task("t", [Stage("s", 50_000)]))
-    assert host.now_ps == 1000  # only the call's own cost
-    assert not task.finished
-    assert host.wait(task) is True
-    assert (task.started_ps, task.finished_ps, host.now_ps) == (1000, 51_000, 51_000)
+def test_threads_interleave_in_simulated_time_order():
+    log = []
+
+    def worker(name, delays):
+        for d in delays:
+            emu.sleep_ms(d)
+            log.append((name, emu.now_ms()))
+
+    with emu.Session(overrides=FAST) as s:
+        s.spawn(worker, "a", [3, 3], name="a")
+        s.spawn(worker, "b", [1, 1, 1, 5], name="b")
+        s.run()
+        assert emu.now_ms() == 8.0
+    assert log == [("b", 1.0), ("b", 2.0), ("a", 3.0), ("b", 3.0), ("a", 6.0), ("b", 8.0)]
 
 
-def test_wait_with_timeout_returns_false_at_the_timeout_and_can_wait_again():
-    soc = _soc()
-    host = Host(soc)
-    task = host.submit(soc.bpu, Task("t", [Stage("s", 50_000)]))
-    assert host.wait(task, timeout_ps=10_000) is False
-    assert host.now_ps == 11_000
-    assert host.wait(task, timeout_ps=10**9) is True
-    assert host.now_ps == 51_000
-    # Waiting on a finished task returns at once.
-    assert host.wait(task, timeout_ps=5) is True
-    assert host.now_ps == 51_000
+def test_the_thread_started_second_does_not_finish_first():
+    done = []
+
+    def busy(name, ms):
+        emu.sleep_ms(ms)
+        done.append(name)
+
+    with emu.Session() as s:
+        s.spawn(busy, "first", 1)
+        s.spawn(busy, "second", 2)
+    assert done == ["first", "second"]
 
 
-def test_host_time_lets_queued_work_progress():
-    soc = _soc()
-    host = Host(soc)
-    task = host.submit(soc.bpu, Task("t", [Stage("s", 5_000)]))
-    host.advance(20_000)
-    assert task.finished_ps == 6_000
-    assert host.now_ps == 21_000
+def test_cpu_work_occupies_a55_cores_so_more_threads_than_cores_queue():
+    finished = {}
+
+    def crunch(k):
+        emu_thread = session.current().thread()
+        emu_thread.cpu(1_000_000, "crunch")  # 1 us on a core
+        finished[k] = emu_thread.now_ps
+
+    with emu.Session(overrides=["cpu.cores=2"]) as s:
+        for k in range(5):
+            s.spawn(crunch, k)
+        s.run()
+        threads = s.threads[1:]
+    # Two cores: threads 0, 1 run at once, then 2, 3, then 4.
+    assert finished == {0: 1_000_000, 1: 1_000_000, 2: 2_000_000, 3: 2_000_000, 4: 3_000_000}
+    assert [t.cpu_queued_ps for t in threads] == [0, 0, 1_000_000, 1_000_000, 2_000_000]
+    assert all(t.cpu_busy_ps == 1_000_000 for t in threads)
 
 
-def test_cpu_work_runs_on_the_host_core_and_costs_cycles_and_misses():
-    soc = _soc("cpu.freq_hz=1e9", "cpu.issue_width=2", "ddr.latency_ps=100ns",
-               "cpu.miss_overlap=4", "cpu.ddr_port_bytes_per_s=8e9", "cpu.l2.hit_latency_cycles=9")
-    host = Host(soc, core=3)
-    host.run_cpu(CpuWork("ops only", ops=2000))
-    # 2000 ops at 2 per cycle at 1 GHz.
-    assert host.now_ps == 1_000_000
-    lines = np.arange(0, 64 * 1000, 64, dtype=np.int64)
-    host.run_cpu(CpuWork("cold stream", ops=0, addrs=lines))
-    assert soc.cpu.counters["ddr_line_reads"] == 1000
-    assert soc.ddr.stats()["bytes_by_requester"] == {"soc.cpu.core3": 64_000}
-    # 1000 fills, 4 in flight: 250 x 100 ns exposed, then 64 kB at 8 GB/s.
-    assert host.now_ps - 1_000_000 == 250 * 100_000 + 8_000_000
-    before = host.now_ps
-    host.run_cpu(CpuWork("warm stream", ops=0, addrs=lines))
-    # 64 kB does not fit the 32 KiB L1 but does fit L2: 1000 hits of 9 cycles at 1 GHz.
-    assert soc.cpu.counters["l2_hits"] == 1000
-    assert host.now_ps - before == 9_000_000
+def test_pinned_threads_share_their_core():
+    ends = []
+
+    def crunch():
+        t = session.current().thread()
+        t.cpu(1000, "x")
+        ends.append(t.now_ps)
+
+    with emu.Session() as s:
+        s.spawn(crunch, core=3)
+        s.spawn(crunch, core=3)
+        s.spawn(crunch, core=4)
+    assert ends == [1000, 1000, 2000]
 
 
-def test_bad_host_use_is_refused():
-    soc = _soc()
-    with pytest.raises(SimulationError, match="no A55 core 8"):
-        Host(soc, core=8)
-    host = Host(soc)
-    with pytest.raises(SimulationError, match="never submitted"):
-        host.wait(Task("t", []))
-    with pytest.raises(SimulationError, match="negative"):
-        host.advance(-1)
+def test_cpu_work_goes_through_the_cache_model_on_the_core_it_runs_on():
+    with emu.Session(overrides=["cpu.freq_hz=1e9", "cpu.issue_width=2"]) as s:
+        main = s.main
+        main.cpu(CpuWork("ops only", ops=2000), "ops")
+        assert main.now_ps == 1_000_000  # 2000 ops, 2 a cycle, 1 GHz
+        lines = np.arange(0, 64 * 100, 64, dtype=np.int64)
+        main.cpu(CpuWork("stream", ops=0, addrs=lines), "stream")
+        assert s.soc.cpu.counters["ddr_line_reads"] == 100
+        assert s.soc.ddr.stats()["bytes_by_requester"] == {"soc.cpu.core0": 6400}
+
+
+def test_wait_returns_done_timeout_or_deadlock():
+    with emu.Session(overrides=FAST) as s:
+        main = s.main
+        done = main.submit(s.soc.bpu, Task("t", [Stage("s", 50_000)]))
+        assert main.now_ps == 1000  # the API call's cost
+        assert main.wait(done, 10_000) is WaitResult.TIMEOUT
+        assert main.now_ps == 11_000
+        assert main.wait(done) is WaitResult.DONE
+        assert main.now_ps == 51_000
+        assert main.wait(done, 5) is WaitResult.DONE  # already done: at once
+        never = s.soc.env.event()
+        assert main.wait(never) is WaitResult.DEADLOCK
+        assert main.now_ps == 51_000 and s.deadlocks == 1
+
+
+def test_a_deadlock_ends_the_earliest_waiting_thread_first_and_others_go_on():
+    log = []
+    never = []
+
+    def waiter(name):
+        result = session.current().thread().wait(never[0])
+        log.append((name, result, emu.now_ms()))
+
+    with emu.Session() as s:
+        never.append(s.soc.env.event())
+        s.spawn(waiter, "x")
+        s.spawn(waiter, "y")
+        s.run()
+    assert log == [("x", WaitResult.DEADLOCK, 0.0), ("y", WaitResult.DEADLOCK, 0.0)]
+
+
+def test_join_waits_for_a_thread_and_returns_its_result():
+    def child():
+        emu.sleep_ms(2)
+        return 42
+
+    def parent(out):
+        t = session.current().spawn(child, name="child")
+        out.append(session.current().join(t))
+        out.append((t.result, emu.now_ms()))
+
+    out = []
+    with emu.Session() as s:
+        s.spawn(parent, out, name="parent")
+    assert out == [True, (42, 2.0)]
+
+
+def test_a_failing_thread_is_reported_by_run_and_the_others_finish():
+    done = []
+
+    def bad():
+        emu.sleep_ms(1)
+        raise KeyError("boom")
+
+    def good():
+        emu.sleep_ms(2)
+        done.append(emu.now_ms())
+
+    s = emu.Session()
+    s.spawn(bad, name="bad")
+    s.spawn(good)
+    with pytest.raises(HostThreadError, match="'bad' failed: KeyError") as info:
+        s.run()
+    assert isinstance(info.value.__cause__, KeyError)
+    assert done == [2.0]
+    s.close()
+
+
+def test_completion_callbacks_run_at_the_completion_time_on_a_runtime_thread():
+    seen = []
+    with emu.Session(overrides=FAST) as s:
+        main = s.main
+        for length in (30_000, 10_000):
+            done = main.submit(s.soc.bpu, Task(f"t{length}", [Stage("s", length)], core=0))
+            s.call_when_done(done, lambda n=length: seen.append(
+                (n, s.thread().name, s.now_ps)))
+        s.run()
+        main.wait(done)
+    # Core 0 runs them in order: 1000..31000, then 31000..41000.
+    assert seen == [(30_000, "runtime.callbacks", 31_000), (10_000, "runtime.callbacks", 41_000)]
+
+
+def test_sessions_are_isolated_and_the_api_acts_on_the_innermost():
+    with emu.Session() as a:
+        a.main.sleep(5)
+        with emu.Session() as b:
+            assert session.current() is b
+            assert b.now_ps == 0
+        assert session.current() is a
+        assert b.closed and not a.closed
+    assert a.closed
+    assert session.current() not in (a, b)  # the default session
+
+
+def test_run_from_a_thread_and_spawn_on_a_closed_session_are_refused():
+    def runs_itself():
+        session.current().run()
+
+    s = emu.Session()
+    s.spawn(runs_itself, name="r")
+    with pytest.raises(HostThreadError, match="call it from the main program"):
+        s.run()
+    s.close()
+    with pytest.raises(session.WrongThread, match="closed"):
+        s.spawn(print)
+
+
+def test_another_os_thread_is_refused():
+    s = emu.Session()
+    caught = []
+
+    def other():
+        try:
+            s.check_caller()
+        except session.WrongThread as exc:
+            caught.append(str(exc))
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert "another OS thread" in caught[0]
+    s.close()
+
+
+def test_bad_thread_options_are_refused():
+    with emu.Session() as s:
+        with pytest.raises(ValueError, match="no A55 core 8"):
+            s.spawn(print, core=8)
+        with pytest.raises(ValueError, match="priority 256"):
+            s.spawn(print, priority=256)
+        s.spawn(print, name="x")
+        with pytest.raises(ValueError, match="already taken"):
+            s.spawn(print, name="x")
+        with pytest.raises(ValueError, match="negative"):
+            s.main.sleep(-1)
+        with pytest.raises(SimulationError, match="join itself"):
+            s.join(s.main)
+        with pytest.raises(ValueError, match="sleep_ms"):
+            emu.sleep_ms(float("nan"))
+
+
+def test_many_threads():
+    ends = []
+
+    def tick(k):
+        emu.sleep_ms(k % 7)
+        ends.append(k)
+
+    with emu.Session() as s:
+        for k in range(200):
+            s.spawn(tick, k)
+    assert len(ends) == 200
+    assert ends == sorted(range(200), key=lambda k: (k % 7, k))

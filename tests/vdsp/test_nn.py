@@ -28,11 +28,11 @@ def run_op(cmd, blob, out_bytes):
     ctrl = hbDSPRpcCtrlParam()
     HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
     ctrl.rpcCmd = cmd
-    start = session.current().host.now_ps
+    start = session.current().main.now_ps
     rc, task = hbDSPRpc(inp, out, ctrl)
     assert rc == 0
     rc = hbDSPWaitTaskDone(task, 0)
-    return rc, out.virAddr.copy(), task, session.current().host.now_ps - start
+    return rc, out.virAddr.copy(), task, session.current().main.now_ps - start
 
 
 def same_floats(a, b):

@@ -70,14 +70,9 @@ class _Stream:
                        addrs=self.addrs[:n], is_write=self.writes[:n])
 
 
-def _mem(buf: PoolBuffer) -> hbsys.hbSysMem:
-    mem = hbsys.hbSysMem()
-    mem.phyAddr, mem.virAddr, mem.memSize = buf.phys_addr, buf.data, buf.size_bytes
-    return mem
-
-
 class Preprocessor:
-    """One model's preprocessing on the current session's SoC, all three ways."""
+    """One model's preprocessing on the current session's SoC, all three ways; its steps
+    run on whichever host thread of that session calls `run`."""
 
     def __init__(self, params: PillarParams) -> None:
         self.p = params
@@ -109,7 +104,8 @@ class Preprocessor:
     # --- helpers ---------------------------------------------------------------------------
 
     def _run_cpu(self, name: str) -> None:
-        self.sess.host.run_cpu(self.stream.work(name))
+        work = self.stream.work(name)
+        self.sess.thread().cpu(work, work.name)
 
     def _memset(self, buf: PoolBuffer, start: int, nbytes: int, value: int) -> None:
         buf.data[start: start + nbytes] = value
@@ -118,7 +114,7 @@ class Preprocessor:
 
     def _flush(self, buf: PoolBuffer, flag: int) -> None:
         """hbSysFlushMem on the whole buffer, as the sample does."""
-        rc = hbsys.hbSysFlushMem(_mem(buf), flag)
+        rc = hbsys.hbSysFlushMem(hbsys.mem_of(buf), flag)
         if rc != 0:
             raise DspError(f"hbSysFlushMem {buf.label}: {status.describe(rc)}")
 
@@ -126,7 +122,7 @@ class Preprocessor:
         ctrl = hbdsp.hbDSPRpcCtrlParam()
         hbdsp.HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
         ctrl.rpcCmd = cmd
-        rc, task = hbdsp.hbDSPRpc(_mem(inp), _mem(out), ctrl)
+        rc, task = hbdsp.hbDSPRpc(hbsys.mem_of(inp), hbsys.mem_of(out), ctrl)
         if rc != 0 or task is None:
             raise DspError(f"hbDSPRpc {cmd:#x}: {hbdsp.hbDSPGetErrorDesc(rc)}")
         rc = hbdsp.hbDSPWaitTaskDone(task, 0)
@@ -155,7 +151,7 @@ class Preprocessor:
         return FrameResult(features, coords, pillars, valid, kept, stages)
 
     def _timed(self, stages: dict[str, int], name: str, start: int) -> int:
-        now = self.sess.host.now_ps
+        now = self.sess.thread().now_ps
         stages[name] = now - start
         return now
 
@@ -187,7 +183,7 @@ class Preprocessor:
 
     def _cpu(self) -> FrameResult:
         p, s = self.p, self.stream
-        host = self.sess.host
+        host = self.sess.thread()
         stages: dict[str, int] = {}
         t = host.now_ps
         lut_bytes = 4 * p.x_len * p.y_len
@@ -238,7 +234,7 @@ class Preprocessor:
 
     def _dsp(self, quantize_first: bool) -> FrameResult:
         p, s = self.p, self.stream
-        host = self.sess.host
+        host = self.sess.thread()
         stages: dict[str, int] = {}
         pk = p.max_pillars * p.max_points_per_pillar
         words = (3 if p.dims == 5 else 2) if quantize_first else 1

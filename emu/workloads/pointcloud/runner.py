@@ -88,29 +88,9 @@ def run(
     first_outputs: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(frames)
     sessions = []
     for impl in impls:
-        sess = session.start(preset, config_file, overrides, trace=trace)
-        sessions.append(sess)
-        pre = Preprocessor(params)
-        for k, frame in enumerate(frames):
-            pre.load(frame.points)
-            result = pre.run(impl)
-            row = rows[k]
-            counts = {"points_valid": result.valid, "points_kept": result.kept,
-                      "pillars": result.pillars}
-            if first_outputs[k] is None:
-                first_outputs[k] = (result.features, result.coords)
-                row.update(counts)
-            else:
-                features, coords = first_outputs[k]  # type: ignore[misc]
-                if not (np.array_equal(features, result.features)
-                        and np.array_equal(coords, result.coords)):
-                    raise EmuError(f"frame {frame.name}: {impl} disagrees with {impls[0]}")
-            row["impls"][impl] = {"total_ms": _ms(result.total_ps),
-                                  "stages": {n: _ms(ps) for n, ps in result.stages_ps.items()}}
-            if dump is not None:
-                _dump(Path(dump) / frame.name / impl, result.features, result.coords,
-                      dump_format)
-        sess.soc.finish()
+        with session.Session(preset, config_file, overrides, trace=trace) as sess:
+            sessions.append(sess)
+            _run_impl(impl, params, frames, rows, first_outputs, impls[0], dump, dump_format)
     summary = {}
     for impl in impls:
         totals = [row["impls"][impl]["total_ms"] for row in rows]
@@ -119,3 +99,32 @@ def run(
     report = {"model": model, "preset": preset, "frames": rows, "summary": summary,
               "wall_s": round(time.perf_counter() - started, 3)}
     return report, sessions
+
+
+def _run_impl(
+    impl: str, params: PillarParams, frames: list[Frame], rows: list[dict[str, Any]],
+    first_outputs: list[tuple[np.ndarray, np.ndarray] | None], reference: str,
+    dump: str | None, dump_format: str,
+) -> None:
+    """All frames through one implementation on the current session, checked against the
+    first implementation's outputs."""
+    pre = Preprocessor(params)
+    for k, frame in enumerate(frames):
+        pre.load(frame.points)
+        result = pre.run(impl)
+        row = rows[k]
+        counts = {"points_valid": result.valid, "points_kept": result.kept,
+                  "pillars": result.pillars}
+        if first_outputs[k] is None:
+            first_outputs[k] = (result.features, result.coords)
+            row.update(counts)
+        else:
+            features, coords = first_outputs[k]  # type: ignore[misc]
+            if not (np.array_equal(features, result.features)
+                    and np.array_equal(coords, result.coords)):
+                raise EmuError(f"frame {frame.name}: {impl} disagrees with {reference}")
+        row["impls"][impl] = {"total_ms": _ms(result.total_ps),
+                              "stages": {n: _ms(ps) for n, ps in result.stages_ps.items()}}
+        if dump is not None:
+            _dump(Path(dump) / frame.name / impl, result.features, result.coords,
+                  dump_format)

@@ -6,11 +6,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emu import __version__
 from emu.errors import InputError
 from emu.soc.builder import Soc
+
+if TYPE_CHECKING:
+    from emu.runtime.session import Session
 
 
 def run_report(soc: Soc, command: str, results: dict[str, Any]) -> dict[str, Any]:
@@ -23,6 +26,13 @@ def run_report(soc: Soc, command: str, results: dict[str, Any]) -> dict[str, Any
         "results": results,
         "stats": soc.stats_tree(),
     }
+
+
+def session_report(sess: Session, command: str, results: dict[str, Any]) -> dict[str, Any]:
+    """`run_report` for a host program's session: its stats include the host threads'."""
+    report = run_report(sess.soc, command, results)
+    report["stats"] = sess.stats()
+    return report
 
 
 def dumps(doc: Any) -> str:

@@ -59,6 +59,7 @@ class Task:
     started_ps: int = -1
     finished_ps: int = -1
     ran_on: list[int] = field(default_factory=list)
+    busy_ps: int = 0  # time on a core, summed over the pieces a preemption cut it into
     preemptions: int = 0
     next_stage: int = 0
     error: str | None = None
@@ -76,6 +77,11 @@ class Task:
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @property
+    def pending_ps(self) -> int:
+        """Time in the queue, before it started and between preempted pieces."""
+        return self.finished_ps - self.submitted_ps - self.busy_ps
 
     def order_key(self) -> tuple[int, int, int]:
         return (-self.priority, self.custom_id, self.seq)
@@ -201,6 +207,7 @@ class CoreGroup(Component):
                 break
         end = self.env.now
         self.busy_ps[core] += end - began
+        task.busy_ps += end - began
         again = task.error is None and task.next_stage < len(task.stages)
         flow = Flow(task.flow_id, into=True, onward=again) if task.flow_id else None
         slot.track.slice(task.name, began, end, flow=flow, priority=task.priority,

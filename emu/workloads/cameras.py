@@ -1,34 +1,38 @@
-"""Scenario `cameras`: do N camera pipelines meet their frame rate on the two BPU cores?
+"""Scenario `cameras`: do N camera pipelines meet their frame rate on the SoC?
 
-Each camera delivers frames at a fixed rate. A frame goes through the whole SoC:
-  1. CPU: downscale the Y plane by two into a pool buffer (the real address stream of the
-     loop runs through the A55 cache model), then clean the buffer for the BPU;
-  2. BPU: a detection network, layer by layer, on whichever core is free, at the camera's
-     priority (camera 0 is the front camera and preempts with priority 255);
-  3. DSP: the dequantize operator turns the network's int8 output into float32, streamed
-     through TCM with ping-pong iDMA; then the CPU invalidates the result before reading it.
-A frame's latency runs from its arrival to the end of step 3; a frame misses its deadline
-when that exceeds the frame period. Every timing comes from the models of the blocks; the
-networks are synthetic but fixed by the seed.
+A host program written as a board application would be: one host thread per camera. At
+start-up each thread allocates its pool buffers with hbSys. Then, for every frame:
+  1. it waits for the frame to arrive (a fixed rate; the cameras are spread evenly across
+     the frame period, or all arrive at once with `sync`);
+  2. CPU: invalidate the frame buffer the ISP wrote, downscale its Y plane by two into the
+     network input (the loop's real address stream runs through the A55 cache model), and
+     clean the input for the BPU;
+  3. BPU: the camera's detection network, layer by layer, on whichever core is free, at
+     the camera's priority (camera 0 is the front camera and preempts with 255). The hbDNN
+     runtime is not there yet, so the thread queues the model task itself and waits;
+  4. DSP: the dequantize operator turns the network's int8 output into float32 through
+     hbDSPRpc / hbDSPWaitTaskDone; the thread invalidates the result before reading it.
+A frame's latency runs from its arrival to the end of step 4 and is split exactly into
+CPU (the thread's time on an A55 core), BPU (the model on a BPU core), DSP (the RPC round
+trip and the operator on a DSP core) and waiting (for a core of any kind, or for the
+thread to finish the previous frame). A frame misses its deadline when its latency exceeds
+the frame period. The networks are synthetic but fixed by the seed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-import simpy
 
 from emu.bpu.timing import Layer
 from emu.cpu.cluster import CpuWork
-from emu.mem import maintenance
-from emu.mem.pool import PoolBuffer
-from emu.soc.builder import Soc
-from emu.soc.clock import PS_PER_S, ps_to_ms
-from emu.soc.sched import PRIORITY_PREEMPT, CoreSlot, Stage, StageBody, Task
-from emu.vdsp import ops
+from emu.errors import HostThreadError, InputError, SimulationError, UserError
+from emu.runtime import hbdsp, hbsys, session
+from emu.soc.clock import PS_PER_MS, PS_PER_S
+from emu.soc.sched import PRIORITY_PREEMPT
 from emu.vdsp.ops import nn
 from emu.vdsp.ops.tensor_args import MODE_SCALE, TYPE_F32, pack
 
@@ -42,12 +46,14 @@ class CameraParams:
     height: int = 720
     gmacs: float = 20.0
     seed: int = 0
+    sync: bool = False
 
     def __post_init__(self) -> None:
         if self.cameras < 1 or self.frames < 1:
             raise ValueError("cameras and frames must be at least 1")
-        if not self.fps > 0 or not self.gmacs > 0:
-            raise ValueError("fps and gmacs must be positive")
+        if not (math.isfinite(self.fps) and self.fps > 0 and math.isfinite(self.gmacs)
+                and self.gmacs > 0):
+            raise ValueError("fps and gmacs must be positive and finite")
         if self.width < 2 or self.height < 2 or self.width % 128 or self.height % 2:
             raise ValueError("width must be a multiple of 128 and height even")
 
@@ -55,7 +61,7 @@ class CameraParams:
 # Output tensor of the synthetic detector: stride-8 feature map, 64 int8 channels.
 _OUT_STRIDE = 8
 _OUT_CHANNELS = 64
-_TILE_BYTES = 32 * 1024
+_NEON_BYTES = 16
 
 
 def synthetic_network(name: str, gmacs: float, in_bytes: int, out_bytes: int,
@@ -77,7 +83,7 @@ def synthetic_network(name: str, gmacs: float, in_bytes: int, out_bytes: int,
 def downscale_addresses(width: int, height: int, src: int, dst: int) -> tuple[np.ndarray,
                                                                                np.ndarray]:
     """Addresses of a 2x downscale loop, one per 16-byte NEON access, in program order."""
-    step = 16
+    step = _NEON_BYTES
     rows = np.arange(height // 2, dtype=np.int64)
     cols = np.arange(0, width, 2 * step, dtype=np.int64)
     top = src + (2 * rows[:, None]) * width + cols[None, :]
@@ -89,97 +95,164 @@ def downscale_addresses(width: int, height: int, src: int, dst: int) -> tuple[np
     return per, writes
 
 
-def run(soc: Soc, params: CameraParams) -> dict[str, Any]:
-    """Simulate the scenario on a built SoC and return its results."""
-    env = soc.env
+@dataclass
+class FrameTimes:
+    """One frame's latency and its exact split, in ps."""
+
+    index: int
+    arrival_ps: int
+    latency_ps: int = 0
+    cpu_ps: int = 0
+    bpu_ps: int = 0
+    dsp_ps: int = 0
+    wait_ps: int = 0
+
+
+class _Camera:
+    """One camera's host thread: its buffers, network and frames."""
+
+    def __init__(self, cam: int, params: CameraParams, network: list[Layer], priority: int,
+                 period_ps: int) -> None:
+        self.cam = cam
+        self.p = params
+        self.network = network
+        self.priority = priority
+        self.period_ps = period_ps
+        self.first_ps = 0 if params.sync else cam * period_ps // params.cameras
+        self.frames: list[FrameTimes] = []
+
+    def _alloc(self, size: int) -> hbsys.hbSysMem:
+        mem = hbsys.hbSysMem()
+        if hbsys.hbSysAllocCachedMem(mem, size) != hbsys.HB_SYS_SUCCESS:
+            raise InputError(f"camera {self.cam}: the pool cannot hold {size} B "
+                             f"(mem.pool_bytes)")
+        return mem
+
+    def run(self) -> None:
+        """The thread's body: set up, then every frame in order."""
+        p = self.p
+        in_bytes = (p.width // 2) * (p.height // 2)
+        out_shape = (_OUT_CHANNELS, p.height // _OUT_STRIDE, p.width // _OUT_STRIDE)
+        # The network's int8 output, laid out as the DSP dequantize operator reads it.
+        blob = pack(np.zeros(out_shape, np.int8), TYPE_F32, mode=MODE_SCALE, scales=[0.05],
+                    zero_points=[0])
+        image, small = self._alloc(p.width * p.height), self._alloc(in_bytes)
+        output, scores = self._alloc(len(blob)), self._alloc(4 * math.prod(out_shape))
+        assert output.virAddr is not None
+        output.virAddr[:] = np.frombuffer(blob, np.uint8)
+        addrs, writes = downscale_addresses(p.width, p.height, image.phyAddr, small.phyAddr)
+        ctrl = hbdsp.hbDSPRpcCtrlParam()
+        hbdsp.HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
+        ctrl.rpcCmd, ctrl.priority = nn.CMD_DEQUANTIZE, self.priority
+        for index in range(p.frames):
+            self._frame(index, image, small, output, scores, ctrl,
+                        CpuWork(f"cam{self.cam} downscale {index}", ops=6 * in_bytes,
+                                addrs=addrs, is_write=writes))
+        for mem in (image, small, output, scores):
+            hbsys.hbSysFreeMem(mem)
+
+    def _frame(self, index: int, image: hbsys.hbSysMem, small: hbsys.hbSysMem,
+               output: hbsys.hbSysMem, scores: hbsys.hbSysMem, ctrl: hbdsp.hbDSPRpcCtrlParam,
+               downscale: CpuWork) -> None:
+        sess, thread = session.caller()
+        soc = sess.soc
+        times = FrameTimes(index, self.first_ps + index * self.period_ps)
+        if thread.now_ps < times.arrival_ps:
+            thread.sleep(times.arrival_ps - thread.now_ps, f"frame {index} due")
+        backlog = thread.now_ps - times.arrival_ps  # still busy with earlier frames
+        busy0, queued0 = thread.cpu_busy_ps, thread.cpu_queued_ps
+
+        hbsys.hbSysFlushMem(image, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
+        thread.cpu(downscale, f"downscale {index}")
+        hbsys.hbSysFlushMem(small, hbsys.HB_SYS_MEM_CACHE_CLEAN)
+
+        model = soc.bpu.model_task(f"cam{self.cam} frame {index}", self.network,
+                                   priority=self.priority, custom_id=index)
+        thread.wait(thread.submit(soc.bpu, model, "bpu submit"), None, f"bpu wait {index}")
+
+        ctrl.customId = index
+        rc, task = hbdsp.hbDSPRpc(output, scores, ctrl)
+        if task is None or hbdsp.hbDSPWaitTaskDone(task, 0) != hbdsp.HB_DSP_SUCCESS:
+            raise SimulationError(f"camera {self.cam} frame {index}: dequantize failed: "
+                                  f"{hbdsp.hbDSPGetErrorDesc(rc)} {task and task.error}")
+        dsp_pending = task.task.pending_ps
+        hbdsp.hbDSPReleaseTask(task)
+        hbsys.hbSysFlushMem(scores, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
+
+        # The thread was on a core, queued for one, or blocked on the BPU or the DSP; what
+        # is left after CPU, BPU and every queue is the RPC round trip and the operator.
+        times.latency_ps = thread.now_ps - times.arrival_ps
+        times.cpu_ps = thread.cpu_busy_ps - busy0
+        times.bpu_ps = model.busy_ps
+        times.wait_ps = (backlog + thread.cpu_queued_ps - queued0 + model.pending_ps
+                         + dsp_pending)
+        times.dsp_ps = times.latency_ps - times.cpu_ps - times.bpu_ps - times.wait_ps
+        self.frames.append(times)
+
+
+def run(params: CameraParams, preset: str = "j5", config_file: str | None = None,
+        overrides: tuple[str, ...] | list[str] = (), *, trace: bool = False,
+        ) -> tuple[dict[str, Any], session.Session]:
+    """Run the scenario on a new session; its results and the (closed) session."""
     rng = np.random.default_rng(params.seed)
     period_ps = round(PS_PER_S / params.fps)
     in_bytes = (params.width // 2) * (params.height // 2)
     out_bytes = (params.width // _OUT_STRIDE) * (params.height // _OUT_STRIDE) * _OUT_CHANNELS
-    latencies: dict[int, list[int]] = {c: [] for c in range(params.cameras)}
-    networks = [synthetic_network(f"cam{c}", params.gmacs, in_bytes, out_bytes, rng)
-                for c in range(params.cameras)]
-    priorities = [PRIORITY_PREEMPT if c == 0 else max(1, 128 - c) for c in range(params.cameras)]
-    out_shape = (_OUT_CHANNELS, params.height // _OUT_STRIDE, params.width // _OUT_STRIDE)
-    output_blob = np.frombuffer(
-        pack(np.zeros(out_shape, np.int8), TYPE_F32, mode=MODE_SCALE, scales=[0.05],
-             zero_points=[0]), np.uint8)
+    cameras = [
+        _Camera(c, params, synthetic_network(f"cam{c}", params.gmacs, in_bytes, out_bytes, rng),
+                PRIORITY_PREEMPT if c == 0 else max(1, 128 - c), period_ps)
+        for c in range(params.cameras)]
+    with session.Session(preset, config_file, overrides, trace=trace) as sess:
+        for camera in cameras:
+            sess.spawn(camera.run, name=f"cam{camera.cam}")
+        try:
+            sess.run()
+        except HostThreadError as exc:
+            if isinstance(exc.__cause__, UserError):  # e.g. the pool is too small
+                raise exc.__cause__ from None
+            raise
+    return _results(params, period_ps, cameras, sess), sess
 
-    def frame(cam: int, index: int) -> Generator[simpy.Event, Any, None]:
-        host = soc.recorder.track(f"host.cam{cam}")
 
-        def step(label: str, event: simpy.Event) -> Generator[simpy.Event, Any, None]:
-            start = env.now
-            yield event
-            host.slice(f"{label} {index}", start, env.now)
+def _ms(ps: int | float) -> float:
+    return round(ps / PS_PER_MS, 6)
 
-        image = soc.pool.alloc(params.width * params.height, cached=True, label="frame")
-        small = soc.pool.alloc(in_bytes, cached=True, label="input")
-        # The network's int8 output, laid out as the DSP dequantize operator reads it.
-        output = soc.pool.alloc(len(output_blob), cached=True, label="output")
-        output.data[:] = output_blob
-        scores = soc.pool.alloc(4 * out_bytes, cached=True, label="scores")
-        addrs, writes = downscale_addresses(params.width, params.height, image.phys_addr,
-                                            small.phys_addr)
-        work = CpuWork(f"cam{cam} downscale {index}", ops=6 * in_bytes, addrs=addrs,
-                       is_write=writes)
-        cpu_task = soc.cpu.work_task(work, core=1 + cam % (soc.config.cpu.cores - 1))
-        yield from step("downscale", soc.cpu.submit(cpu_task))
-        clean = maintenance.clean_ps(in_bytes, soc.config.mem)
-        yield from step("clean", env.timeout(clean))
-        bpu_task = soc.bpu.model_task(f"cam{cam} frame {index}", networks[cam],
-                                      priority=priorities[cam], custom_id=index)
-        yield from step("bpu", soc.bpu.submit(bpu_task))
-        dsp_task = _dequantize_task(soc, cam, index, output, scores, priorities[cam])
-        yield from step("dsp", soc.vdsp.submit(dsp_task))
-        invalidate = maintenance.invalidate_ps(out_bytes * 4, soc.config.mem)
-        yield from step("invalidate", env.timeout(invalidate))
-        for buf in (image, small, output, scores):
-            soc.pool.free(buf)
 
-    def camera(cam: int) -> Generator[simpy.Event, Any, None]:
-        # One host thread per camera handles its frames in order. Cameras are not in
-        # phase: each starts a fraction of a period after the previous one.
-        first_ps = cam * period_ps // params.cameras
-        for index in range(params.frames):
-            arrival = first_ps + index * period_ps
-            if env.now < arrival:
-                yield env.timeout(arrival - env.now)
-            yield from frame(cam, index)
-            latencies[cam].append(env.now - arrival)
+def percentile(values: list[int], q: float) -> int:
+    """The nearest-rank percentile: the smallest value with at least q of them at or below
+    it (no interpolation, so it is always one of the measured values)."""
+    ranked = sorted(values)
+    return ranked[max(0, math.ceil(q * len(ranked)) - 1)]
 
-    for cam in range(params.cameras):
-        env.process(camera(cam))
-    soc.run()
 
+def _results(params: CameraParams, period_ps: int, cameras: list[_Camera],
+             sess: session.Session) -> dict[str, Any]:
     per_camera = []
-    for cam in range(params.cameras):
-        lat = latencies[cam]
+    for camera in cameras:
+        lat = [f.latency_ps for f in camera.frames]
+        n = len(camera.frames)
         per_camera.append({
-            "camera": cam,
-            "priority": priorities[cam],
-            "frames": len(lat),
-            "avg_ms": round(ps_to_ms(sum(lat) // len(lat)), 6),
-            "max_ms": round(ps_to_ms(max(lat)), 6),
-            "min_ms": round(ps_to_ms(min(lat)), 6),
+            "camera": camera.cam,
+            "priority": camera.priority,
+            "frames": n,
+            "latency_ms": {"avg": _ms(sum(lat) / n), "p50": _ms(percentile(lat, 0.5)),
+                           "p99": _ms(percentile(lat, 0.99)), "max": _ms(max(lat)),
+                           "min": _ms(min(lat))},
             "deadline_misses": sum(1 for x in lat if x > period_ps),
+            "stages_ms": {stage: _ms(sum(getattr(f, f"{stage}_ps") for f in camera.frames) / n)
+                          for stage in ("cpu", "bpu", "dsp", "wait")},
+            "per_frame": [{"frame": f.index, "arrival_ms": _ms(f.arrival_ps),
+                           "latency_ms": _ms(f.latency_ps), "cpu_ms": _ms(f.cpu_ps),
+                           "bpu_ms": _ms(f.bpu_ps), "dsp_ms": _ms(f.dsp_ps),
+                           "wait_ms": _ms(f.wait_ps)} for f in camera.frames],
         })
+    bpu = sess.soc.bpu.stats()
     return {
-        "params": {k: getattr(params, k) for k in params.__dataclass_fields__},
-        "period_ms": round(ps_to_ms(period_ps), 6),
+        "params": {f.name: getattr(params, f.name) for f in fields(params)},
+        "period_ms": _ms(period_ps),
         "cameras": per_camera,
-        "sim_time_ms": round(ps_to_ms(soc.now_ps), 6),
+        "bpu_busy_ms": [_ms(b) for b in bpu["busy_ps"]],
+        "bpu_utilisation": bpu["utilisation"],
+        "sim_time_ms": _ms(sess.now_ps),
     }
 
-
-def _dequantize_task(soc: Soc, cam: int, index: int, inp: PoolBuffer, out: PoolBuffer,
-                     priority: int) -> Task:
-    """The DSP's dequantize operator on the network output (an RPC task on any DSP core)."""
-    op = ops.lookup(nn.CMD_DEQUANTIZE)
-    assert op is not None
-    name = f"cam{cam} dequantize {index}"
-
-    def body(slot: CoreSlot) -> Generator[simpy.Event, Any, StageBody | None]:
-        return (yield from op.run(soc.vdsp.hw[slot.index], slot, inp, out))
-
-    return Task(name, [Stage(name, body)], priority=priority, custom_id=index)

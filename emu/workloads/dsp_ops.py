@@ -8,6 +8,7 @@ went: RPC latency, iDMA in, compute, iDMA out — with the cycles and bytes behi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,7 @@ class DspRun:
 def _input(run: DspRun, rng: np.random.Generator) -> tuple[bytes, int]:
     """The input buffer contents and the output size in bytes."""
     shape = run.shape
-    elements = int(np.prod(shape))
+    elements = math.prod(shape)
     axis = run.axis % len(shape)
     if run.op == "ping":
         return bytes(64), 64

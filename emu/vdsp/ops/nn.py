@@ -13,6 +13,7 @@ as q / 2**shift), per tensor or per axis, with rounding half to even and NaN qua
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
@@ -272,7 +273,7 @@ class _SoftmaxPlan:
 
 def softmax_layout(shape: tuple[int, ...], axis: int) -> str:
     """Which kernel layout softmax uses for a shape; it fixes the order of the sums."""
-    inner = int(np.prod(shape[axis + 1:]))
+    inner = math.prod(shape[axis + 1:])
     if inner > 1:
         return "columns"
     return "rows" if shape[axis] <= SOFTMAX_ROWS_ACROSS_LANES_MAX else "long"

@@ -20,6 +20,7 @@ The output buffer holds the output tensor alone, in C order. `pack` builds such 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +59,7 @@ class TensorArgs:
 
     @property
     def elements(self) -> int:
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     @property
     def in_dtype(self) -> np.dtype:
@@ -70,8 +71,8 @@ class TensorArgs:
 
     def outer_axis_inner(self) -> tuple[int, int, int]:
         """The shape seen as (outer, shape[axis], inner)."""
-        outer = int(np.prod(self.shape[: self.axis]))
-        inner = int(np.prod(self.shape[self.axis + 1:]))
+        outer = math.prod(self.shape[: self.axis])
+        inner = math.prod(self.shape[self.axis + 1:])
         return outer, self.shape[self.axis], inner
 
 
@@ -128,7 +129,7 @@ def parse(buf: npt.NDArray[np.uint8], what: str) -> TensorArgs:
     if mode != MODE_NONE and n not in (1, shape[axis]):
         raise DspError(f"{what}: {n} parameters for axis {axis} of size {shape[axis]} "
                        f"(expected 1 or {shape[axis]})")
-    elements = int(np.prod(shape))
+    elements = math.prod(shape)
     data_bytes = elements * _DTYPES[in_type].itemsize
     if (param_offset + 4 * n_words > data_offset or data_offset % DATA_ALIGN_BYTES
             or data_offset + data_bytes > len(buf)):

@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ruff_is_clean():
-    folders = ["emu", "tests", "benchmarks", "tools"]
+    folders = ["emu", "tests", "benchmarks", "tools", "examples"]
     done = subprocess.run([sys.executable, "-m", "ruff", "check", *folders],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,1 +1,2 @@
-"""The board's runtime APIs under their C names, and the host timeline they advance."""
+"""The board's runtime APIs under their C names (`hbsys`, `hbdsp`, `remoteproc`), and the
+sessions and host threads they run in (`session`, `host`)."""

@@ -7,9 +7,9 @@
 
 The C-named functions (`hbSysAllocMem`, `hbDSPRpc`, ...) take no board argument; they act on
 the current session: the innermost `with` block entered in the calling thread, a spawned
-thread's own session, or else the default session, a `j5` board made on first use (`start`
-replaces it). Sessions are isolated: each has its own SoC, clock, pool and handles, and a
-handle of one is refused by another, or once its session is closed.
+thread's own session, or else the default session, a `j5` board made on first use by the
+main OS thread (`start` replaces it). Sessions are isolated: each has its own SoC, clock,
+pool and handles, and a handle of one is refused by another, or once its session closed.
 
 The simulation loop is driven in one place, `Session.drive`, by the main program (a wait in
 straight-line code, or `run`); spawned threads only ever hand control back to it. A session
@@ -307,6 +307,10 @@ def caller() -> tuple[Session, HostThread]:
 
 def _default_session() -> Session:
     global _default
+    if threading.current_thread() is not threading.main_thread():
+        raise WrongThread("the default session belongs to the main OS thread; start host "
+                          "threads with Session.spawn, or use a `with emu.Session()` block "
+                          "in this OS thread")
     if _default is None or _default.closed:
         _default = Session()
     return _default

@@ -79,6 +79,26 @@ def test_scenario_json_and_trace(tmp_path, capsys):
     assert {"core0", "core1", "ddr", "cam0", "cam1", "core0.idma.ch0"} <= threads
 
 
+def test_scenario_cameras_reports_p99_and_misses_and_sync_uses_both_bpu_cores(capsys):
+    reports = {}
+    for sync in ([], ["--sync"]):
+        code, out, _ = _run(capsys, "scenario", "cameras", "--cameras", "2", "--fps", "30",
+                            "--json", *sync)
+        assert code == 0
+        reports[bool(sync)] = json.loads(out)
+    for report in reports.values():
+        for camera in report["results"]["cameras"]:
+            assert {"p50", "p99", "max"} <= set(camera["latency_ms"])
+            assert camera["deadline_misses"] == 0
+            assert set(camera["stages_ms"]) == {"cpu", "bpu", "dsp", "wait"}
+        threads = [t["name"] for t in report["stats"]["host"]["threads"]]
+        assert threads == ["main", "cam0", "cam1"]
+        assert report["stats"]["vdsp"]["tasks_done"] == 16  # hbDSPRpc, one per frame
+    assert reports[False]["results"]["bpu_busy_ms"][1] == 0
+    assert min(reports[True]["results"]["bpu_busy_ms"]) > 0
+    assert min(reports[True]["stats"]["bpu"]["utilisation"]) > 0
+
+
 def test_same_scenario_twice_gives_identical_report_and_trace(tmp_path, capsys):
     outputs = []
     for run in range(2):

@@ -37,7 +37,24 @@ def validate_chrome_trace(doc) -> None:
             assert (event["pid"], event["tid"]) in named_threads
         if event["ph"] == "C":
             assert all(isinstance(v, int | float) for v in event["args"].values())
+    _validate_flows(doc)
     json.dumps(doc, allow_nan=False)
+
+
+def _validate_flows(doc) -> None:
+    """Every flow starts on one slice (flow_out only), may step through slices (both) and
+    ends on one (flow_in only), each link no earlier than the one before."""
+    links = {}
+    for event in doc["traceEvents"]:
+        if "bind_id" in event:
+            assert event["ph"] == "X" and isinstance(event["bind_id"], int)
+            links.setdefault(event["bind_id"], []).append(event)
+    for flow_id, chain in links.items():
+        kinds = [(e.get("flow_in", False), e.get("flow_out", False)) for e in chain]
+        assert kinds[0] == (False, True), f"flow {flow_id} does not start with a flow_out"
+        assert kinds[-1] == (True, False), f"flow {flow_id} does not end with a flow_in"
+        assert all(k == (True, True) for k in kinds[1:-1])
+        assert [e["ts"] for e in chain] == sorted(e["ts"] for e in chain)
 
 
 def test_tracks_become_named_processes_and_threads():
@@ -69,3 +86,25 @@ def test_disabled_recorder_records_nothing():
     rec.track("soc.ddr").slice("x", 0, 1)
     rec.track("soc.ddr").counter("c", 0, v=1.0)
     assert rec.recording.slices == [] and rec.recording.counters == []
+
+
+def test_flows_link_an_api_call_to_every_piece_of_the_task_it_submitted():
+    import emu
+    from emu.soc.sched import Stage, Task
+
+    with emu.Session(overrides=["bpu.task_overhead_ps=0", "bpu.cores=1", "cpu.api_call_ps=100"],
+                     trace=True) as s:
+        main = s.main
+        low = main.submit(s.soc.bpu, Task("low", [Stage("a", 5000), Stage("b", 5000)]))
+        main.sleep(1000)
+        high = main.submit(s.soc.bpu, Task("high", [Stage("c", 100)], priority=255))
+        main.wait(low)
+        main.wait(high)
+    doc = chrome_trace(s.soc.recorder.recording)
+    validate_chrome_trace(doc)
+    chains = {}
+    for e in doc["traceEvents"]:
+        if "bind_id" in e:
+            chains.setdefault(e["bind_id"], []).append(e["name"])
+    # `low` is preempted after its first layer: its flow steps through both pieces.
+    assert sorted(chains.values()) == [["submit", "high"], ["submit", "low", "low"]]

@@ -423,3 +423,15 @@ def test_a_cli_command_leaves_the_api_working_in_the_same_process(capsys):
     capsys.readouterr()
     _softmax_is_correct()  # the default session, untouched by the commands
     assert session.current() is session.current()
+
+
+def test_sixty_four_threads_each_with_rpcs_in_flight(capsys):
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import softmax_threads
+    finally:
+        sys.path.pop(0)
+    assert softmax_threads.main(["--threads", "64", "--rpcs", "3", "--depth", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("192 softmax RPCs from 64 threads")
+    assert "per DSP core: [96, 96]" in out

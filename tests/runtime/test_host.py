@@ -242,3 +242,32 @@ def test_many_threads():
             s.spawn(tick, k)
     assert len(ends) == 200
     assert ends == sorted(range(200), key=lambda k: (k % 7, k))
+
+
+def test_closing_a_session_ends_its_blocked_threads_and_their_calls_return_codes():
+    from emu.runtime.hbsys import HB_SYS_WRONG_THREAD, hbSysAllocMem, hbSysFreeMem, hbSysMem
+
+    codes = []
+
+    def stuck():
+        mem = hbSysMem()
+        codes.append(hbSysAllocMem(mem, 64))
+        try:
+            emu.sleep_ms(1000)
+        finally:
+            codes.append(hbSysFreeMem(mem))  # runs at close, in a closed session
+
+    s = emu.Session()
+    thread = s.spawn(stuck)
+    s.main.sleep(10**9)  # 1 ms: the thread has allocated and sleeps
+    s.close()
+    assert codes == [0, HB_SYS_WRONG_THREAD]
+    assert thread.finished_ps == -1 and s.closed
+
+
+def test_an_exception_in_the_with_block_closes_without_running_the_threads():
+    ran = []
+    with pytest.raises(RuntimeError, match="user"), emu.Session() as s:
+        s.spawn(ran.append, 1)
+        raise RuntimeError("user")
+    assert ran == [] and s.closed

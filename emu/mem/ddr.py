@@ -74,7 +74,7 @@ class Ddr(Component):
         self._bw_bytes_per_ps = Fraction(cfg.bw_bytes_per_s) / PS_PER_S
         self._flows: list[_Flow] = []
         self._next_id = 0
-        self._epoch = 0  # invalidates completion timers made stale by a rate change
+        self._timer: simpy.Event | None = None  # when the next flow would finish
         self._last_ps: int = env.now
         self._busy_since: int | None = None
         self._track = recorder.track(self.path)
@@ -128,7 +128,9 @@ class Ddr(Component):
         self._last_ps = now
 
     def _reschedule(self) -> None:
-        self._epoch += 1
+        if self._timer is not None:
+            self.env.cancel(self._timer)  # the rates changed: it no longer holds
+            self._timer = None
         now = self.env.now
         if not self._flows:
             if self._busy_since is not None:
@@ -142,12 +144,11 @@ class Ddr(Component):
         in_use = sum(f.rate for f in self._flows) * PS_PER_S / 10**9
         self._track.counter("ddr", now, transfers=len(self._flows), gb_per_s=float(in_use))
         wait = min(ceil_div(f.remaining, f.rate) for f in self._flows)
-        epoch = self._epoch
-        self.env.timeout(max(wait, 0)).callbacks.append(lambda _ev: self._on_timer(epoch))
+        self._timer = self.env.timeout(max(wait, 0))
+        self._timer.callbacks.append(self._on_timer)
 
-    def _on_timer(self, epoch: int) -> None:
-        if epoch != self._epoch:
-            return
+    def _on_timer(self, _event: simpy.Event) -> None:
+        self._timer = None
         self._advance()
         finished = [f for f in self._flows if f.remaining <= 0]
         self._flows = [f for f in self._flows if f.remaining > 0]

@@ -145,14 +145,14 @@ class HostThread(abc.ABC):
         env = self.soc.env
         start = self.now_ps
         wake = env.event()
-        events = [event, wake]
-        if timeout_ps is not None:
-            events.append(env.timeout(timeout_ps))
+        timer = env.timeout(timeout_ps) if timeout_ps is not None else None
         self._wake = wake
         try:
-            self._block(env.any_of(events))
+            self._block(env.any_of([event, wake] if timer is None else [event, wake, timer]))
         finally:
             self._wake = None
+            if timer is not None:
+                env.cancel(timer)  # it must not keep the simulation alive or move the clock
         self.blocked_ps += self.now_ps - start
         self.track.slice(label, start, self.now_ps)
         if event.triggered:

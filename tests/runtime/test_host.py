@@ -271,3 +271,14 @@ def test_an_exception_in_the_with_block_closes_without_running_the_threads():
         s.spawn(ran.append, 1)
         raise RuntimeError("user")
     assert ran == [] and s.closed
+
+
+def test_a_wait_that_ended_early_leaves_no_timer_behind():
+    with emu.Session(overrides=FAST) as s:
+        main = s.main
+        done = main.submit(s.soc.bpu, Task("t", [Stage("s", 5_000)]))
+        assert main.wait(done, 10**15) is WaitResult.DONE  # a 1000 s timeout, unused
+        assert main.now_ps == 6_000
+        # The deadlock is seen at once, not after the forgotten timeout would have fired.
+        assert main.wait(s.soc.env.event()) is WaitResult.DEADLOCK
+        assert main.now_ps == 6_000

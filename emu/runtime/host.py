@@ -117,8 +117,8 @@ class HostThread(abc.ABC):
             task = Task(label, [Stage(label, work)], priority=self.priority, core=self.core)
         cluster.submit(task)
         self._block(self._done(task))
-        self.cpu_queued_ps += task.started_ps - task.submitted_ps
-        self.cpu_busy_ps += task.finished_ps - task.started_ps
+        self.cpu_queued_ps += task.pending_ps
+        self.cpu_busy_ps += task.busy_ps
 
     @contextlib.contextmanager
     def call(self, name: str) -> Iterator[ApiCall]:

@@ -50,9 +50,7 @@ HB_DSP_TIMEOUT = status.define(-6200005, "hbDSP: the task did not finish within 
 HB_DSP_TASK_FAILED = status.define(
     -6200006, "hbDSP: the operator failed on the DSP (see the task's error message)")
 HB_DSP_TASK_RUNNING = status.define(-6200007, "hbDSP: the task has not finished yet")
-HB_DSP_WRONG_THREAD = status.define(
-    -6200008, "hbDSP: called from outside the session's host threads (another OS thread, a "
-              "callback from inside the simulation, or a closed session)")
+HB_DSP_WRONG_THREAD = status.define_wrong_thread(-6200008, "hbDSP")
 HB_DSP_DEADLOCK = status.define(
     -6200009, "hbDSP: the task can never finish: nothing left in the simulation can run it "
               "(its DSP core is stopped, or every host thread is waiting); it stays queued")

@@ -45,9 +45,7 @@ HB_SYS_OUT_OF_MEMORY = status.define(
 HB_SYS_INVALID_MEMORY = status.define(
     -6100003, "hbSys: not a live buffer of this session's pool (never allocated, freed, "
               "a stale copy of a freed buffer's struct, or another session's)")
-HB_SYS_WRONG_THREAD = status.define(
-    -6100004, "hbSys: called from outside the session's host threads (another OS thread, a "
-              "callback from inside the simulation, or a closed session)")
+HB_SYS_WRONG_THREAD = status.define_wrong_thread(-6100004, "hbSys")
 HB_SYS_MEM_IN_USE = status.define(
     -6100005, "hbSys: the buffer is used by a queued or running task; wait for the task "
               "before freeing it")
@@ -168,35 +166,32 @@ def _host_bytes(array: Any, *, writable: bool) -> npt.NDArray[np.uint8] | None:
     return array.reshape(-1).view(np.uint8)
 
 
+def _copy(name: str, mem: Any, host: Any, size: Any, *, into_pool: bool) -> int:
+    sess, thread = session.caller()
+    with thread.call(name):
+        buf = buffer_of(mem, sess)
+        if buf is None:
+            return HB_SYS_INVALID_MEMORY
+        host_bytes = _host_bytes(host, writable=not into_pool)
+        nbytes = status.as_int(size, 1)
+        if host_bytes is None or nbytes is None or nbytes > min(buf.size_bytes,
+                                                                host_bytes.size):
+            return HB_SYS_INVALID_ARGUMENT
+        if into_pool:
+            buf.data[:nbytes] = host_bytes[:nbytes]
+        else:
+            host_bytes[:nbytes] = buf.data[:nbytes]
+        thread.cpu(_copy_cost(sess, buf, nbytes, "memcpy", writes=into_pool), "memcpy")
+        return HB_SYS_SUCCESS
+
+
 @status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysWriteMem(dest: hbSysMem, src: Any, size: int) -> int:
     """Copy `size` bytes from a host array or bytes object into the buffer `dest`."""
-    sess, thread = session.caller()
-    with thread.call("hbSysWriteMem"):
-        buf = buffer_of(dest, sess)
-        if buf is None:
-            return HB_SYS_INVALID_MEMORY
-        data = _host_bytes(src, writable=False)
-        nbytes = status.as_int(size, 1)
-        if data is None or nbytes is None or nbytes > min(buf.size_bytes, data.size):
-            return HB_SYS_INVALID_ARGUMENT
-        buf.data[:nbytes] = data[:nbytes]
-        thread.cpu(_copy_cost(sess, buf, nbytes, "memcpy", writes=True), "memcpy")
-        return HB_SYS_SUCCESS
+    return _copy("hbSysWriteMem", dest, src, size, into_pool=True)
 
 
 @status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysReadMem(dest: npt.NDArray[Any], src: hbSysMem, size: int) -> int:
     """Copy `size` bytes of the buffer `src` into the writable host array `dest`."""
-    sess, thread = session.caller()
-    with thread.call("hbSysReadMem"):
-        buf = buffer_of(src, sess)
-        if buf is None:
-            return HB_SYS_INVALID_MEMORY
-        view = _host_bytes(dest, writable=True)
-        nbytes = status.as_int(size, 1)
-        if view is None or nbytes is None or nbytes > min(buf.size_bytes, view.size):
-            return HB_SYS_INVALID_ARGUMENT
-        view[:nbytes] = buf.data[:nbytes]
-        thread.cpu(_copy_cost(sess, buf, nbytes, "memcpy", writes=False), "memcpy")
-        return HB_SYS_SUCCESS
+    return _copy("hbSysReadMem", src, dest, size, into_pool=False)

@@ -15,9 +15,7 @@ from emu.runtime import session, status
 
 RPROC_SUCCESS = status.SUCCESS
 RPROC_INVALID_ARGUMENT = status.define(-6300001, "remoteproc: no such DSP core or state")
-RPROC_WRONG_THREAD = status.define(
-    -6300002, "remoteproc: called from outside the session's host threads (another OS "
-              "thread, a callback from inside the simulation, or a closed session)")
+RPROC_WRONG_THREAD = status.define_wrong_thread(-6300002, "remoteproc")
 
 
 def _core(core: Any, sess: session.Session) -> int | None:

@@ -30,6 +30,12 @@ def define(code: int, description: str) -> int:
     return code
 
 
+def define_wrong_thread(code: int, api: str) -> int:
+    """The code an API returns for a call its session cannot serve (see `c_function`)."""
+    return define(code, f"{api}: called from outside the session's host threads (another OS "
+                        f"thread, a callback from inside the simulation, or a closed session)")
+
+
 def describe(code: Any) -> str:
     value = as_int(code)
     if value is None:

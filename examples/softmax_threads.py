@@ -37,6 +37,7 @@ from emu.runtime.hbsys import (
     hbSysFreeMem,
     hbSysMem,
 )
+from emu.soc.clock import PS_PER_MS
 from emu.vdsp.ops.nn import CMD_SOFTMAX
 from emu.vdsp.ops.tensor_args import TYPE_F32, pack
 
@@ -62,7 +63,8 @@ def worker(k: int, rpcs: int, depth: int, done: list[dict]) -> None:
         index, task = in_flight.pop(0)
         assert hbDSPWaitTaskDone(task, 0) == 0
         done.append({"thread": k, "rpc": index, "priority": ctrl.priority,
-                     "core": task.task.ran_on[-1], "finished_ms": task.task.finished_ps / 1e9})
+                     "core": task.task.ran_on[-1],
+                     "finished_ms": task.task.finished_ps / PS_PER_MS})
         assert hbDSPReleaseTask(task) == 0
 
     for i in range(rpcs):

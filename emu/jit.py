@@ -5,14 +5,70 @@ compilation; `nogil=True` lets kernels run while other Python threads (the SimPy
 progress reporter) go on. Kernels are compiled lazily, on their first call, never at import.
 Setting `NUMBA_DISABLE_JIT=1` turns every kernel back into plain Python, for debugging and
 for coverage.
+
+numba checks a cached kernel against the file that defines it only, so a kernel in one
+module that calls an op of `emu/vdsp/isa.py` would keep running the old op after isa.py
+changed, with the old work counts. So the cache lives in a folder named after a digest of
+every source kernels can depend on (`kernel_sources`): change any of them and every kernel
+compiles afresh. The folder is under `NUMBA_CACHE_DIR` when that is set, else under the
+package's `__pycache__`; folders of older digests there are removed.
 """
 
+import hashlib
+import os
+import re
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numba
 
 _Kernel = TypeVar("_Kernel", bound=Callable[..., Any])
+
+PACKAGE = Path(__file__).resolve().parent
+_USES_JIT = re.compile(r"^from emu\.jit import", re.M)
+_EMU_IMPORT = re.compile(r"^from (emu(?:\.\w+)+) import", re.M)
+_KEY_PREFIX = "emu-kernels-"
+
+
+def kernel_sources(package: Path = PACKAGE) -> list[Path]:
+    """The files compiled kernels can depend on: this module, every module that defines
+    kernels with it, and the emu modules those import (constants and helpers a kernel reads
+    are frozen into it at compile time)."""
+    root = package.parent
+    found = {package / "jit.py"}
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if _USES_JIT.search(text):
+            found.add(path)
+            for module in _EMU_IMPORT.findall(text):
+                stem = root.joinpath(*module.split("."))
+                found.update(p for p in (stem.with_suffix(".py"), stem / "__init__.py")
+                             if p.is_file())
+    return sorted(found)
+
+
+def cache_key(package: Path = PACKAGE) -> str:
+    """A digest of `kernel_sources`: their paths in the package and their contents."""
+    digest = hashlib.sha256()
+    for path in kernel_sources(package):
+        digest.update(path.relative_to(package.parent).as_posix().encode())
+        digest.update(b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _use_keyed_cache() -> None:
+    root = Path(os.environ.get("NUMBA_CACHE_DIR") or PACKAGE / "__pycache__")
+    current = _KEY_PREFIX + cache_key()
+    if root.is_dir():
+        for old in root.glob(_KEY_PREFIX + "*"):
+            if old.name != current:
+                shutil.rmtree(old, ignore_errors=True)
+    numba.config.CACHE_DIR = str(root / current)  # type: ignore[attr-defined]
+
+
+_use_keyed_cache()  # before any kernel is decorated: numba picks a kernel's folder then
 
 
 def njit(kernel: _Kernel) -> _Kernel:

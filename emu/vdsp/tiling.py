@@ -99,15 +99,21 @@ def stream(
                 events.append((yield from channel.copy(desc)))
             return events
 
-        bank_tracks = [slot.group.recorder.track(f"{core.tcm.path}.bank{b}")
-                       for b in range(core.cfg.tcm.banks)]
+        # One track per tile buffer: its input buffer is busy from the load's issue to the
+        # end of the compute, its output buffer from the compute's start to the store's end.
+        # Tiles k and k+2 share the buffers, and never overlap in them.
+        recorder = slot.group.recorder
+        tracks = [tuple(recorder.track(f"{core.tcm.path}.bank{buf.bank}.{kind}{side}")
+                        for buf, kind in zip(pair, ("in", "out"), strict=True))
+                  for side, pair in enumerate(buffers)]
         issued_at: dict[int, int] = {first: env.now}
 
-        def occupancy(k: int, events: list[simpy.Event]) -> None:
-            # The tile's buffers are busy from its load's issue to its store's end.
+        def occupancy(k: int, computed: tuple[int, int], events: list[simpy.Event]) -> None:
+            in_track, out_track = tracks[k % 2]
+            in_track.slice(f"{label} tile {k}", issued_at.pop(k), computed[1])
+
             def record(_event: simpy.Event) -> None:
-                bank = buffers[k % 2][0].bank
-                bank_tracks[bank].slice(f"{label} tile {k}", issued_at.pop(k), env.now)
+                out_track.slice(f"{label} tile {k}", computed[0], env.now)
 
             env.all_of(events).callbacks.append(record)
 
@@ -134,8 +140,9 @@ def stream(
             slot.track.slice(f"{label} tile {k}", start, env.now, cycles=cycles.total,
                              bank_stall=stall, bound=cycles.bound,
                              tcm_bank=buffers[k % 2][0].bank)
+            computed = (start, env.now)
             stored[k] = yield from issue(step(k).stores, store)
-            occupancy(k, stored[k])
+            occupancy(k, computed, stored[k])
             if k + 1 < plan.tiles and not nxt:
                 yield env.all_of([e for evs in stored.values() for e in evs])
                 return k + 1

@@ -151,7 +151,8 @@ def test_dsp_json_splits_time_and_runs_two_calls_on_both_cores(tmp_path, capsys)
     doc = json.loads(trace.read_text())
     validate_chrome_trace(doc)
     threads = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
-    assert {"core0.tcm.bank0", "core0.tcm.bank1", "core1.tcm.bank0", "core1.idma.ch0"} <= threads
+    assert {"core0.tcm.bank0.in0", "core0.tcm.bank1.out1", "core1.tcm.bank0.in0",
+            "core1.idma.ch0"} <= threads
 
 
 def test_dsp_frequency_override_changes_compute_not_dma(capsys):

@@ -38,7 +38,27 @@ def validate_chrome_trace(doc) -> None:
         if event["ph"] == "C":
             assert all(isinstance(v, int | float) for v in event["args"].values())
     _validate_flows(doc)
+    _validate_nesting(doc)
     json.dumps(doc, allow_nan=False)
+
+
+def _validate_nesting(doc) -> None:
+    """On every track, two slices are either disjoint or one holds the other: Perfetto drops
+    slices that overlap partly."""
+    tracks = {}
+    for event in doc["traceEvents"]:
+        if event["ph"] == "X":
+            tracks.setdefault((event["pid"], event["tid"]), []).append(event)
+    eps = 1e-6  # 1 ps, against float rounding of the microsecond times
+    for where, events in tracks.items():
+        open_ends = []
+        for e in sorted(events, key=lambda e: (e["ts"], -e["dur"])):
+            end = e["ts"] + e["dur"]
+            while open_ends and open_ends[-1] <= e["ts"] + eps:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1] + eps, \
+                f"slice {e['name']!r} at {e['ts']} us overlaps its neighbour partly on {where}"
+            open_ends.append(end)
 
 
 def _validate_flows(doc) -> None:

@@ -1,0 +1,3 @@
+def pytest_addoption(parser):
+    parser.addoption("--regen-golden", action="store_true",
+                     help="rewrite the golden files from this run instead of checking them")

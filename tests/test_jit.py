@@ -6,7 +6,7 @@ import numba
 
 from emu import jit
 from emu.vdsp import isa
-from emu.workloads.pointcloud import dsp_kernels
+from emu.vdsp.ops import pointcloud_kernels
 
 
 def _names(paths):
@@ -16,7 +16,7 @@ def _names(paths):
 def test_kernel_sources_are_the_kernel_modules_and_what_they_import():
     names = _names(jit.kernel_sources())
     assert {"jit.py", "vdsp/isa.py", "vdsp/ops/nn_kernels.py", "mem/cache.py",
-            "workloads/pointcloud/cpu_kernels.py", "workloads/pointcloud/dsp_kernels.py"} <= names
+            "workloads/pointcloud/cpu_kernels.py", "vdsp/ops/pointcloud_kernels.py"} <= names
     assert not names & {"cli/main.py", "runtime/session.py", "vdsp/ops/nn.py"}
 
 
@@ -35,7 +35,7 @@ def test_the_key_changes_with_a_kernel_source_and_only_then(tmp_path):
 def test_kernels_of_every_module_are_cached_under_the_current_key():
     folder = numba.config.CACHE_DIR
     assert folder.endswith("emu-kernels-" + jit.cache_key())
-    for kernel in (isa.add_i32, dsp_kernels.stage1_quantize_first):
+    for kernel in (isa.add_i32, pointcloud_kernels.stage1_quantize_first):
         assert kernel._cache._cache_path.startswith(folder)
 
 

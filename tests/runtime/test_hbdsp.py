@@ -147,3 +147,23 @@ def test_user_operators_must_use_the_custom_range():
         ops.register(ops.Operator(0x450, "mine", "", _sleep))
     with pytest.raises(ValueError, match="taken by"):
         ops.register(ops.Operator(CMD_PING, "ping2", "", _sleep), builtin=True)
+
+
+def test_a_fresh_process_knows_every_built_in_operator():
+    """The point-cloud stages register with the others, not when their workload is imported."""
+    import subprocess
+    import sys
+
+    program = (
+        "from emu.runtime.hbsys import hbSysMem, hbSysAllocMem\n"
+        "from emu.runtime.hbdsp import hbDSPRpc, hbDSPRpcCtrlParam, hbDSPWaitTaskDone\n"
+        "a, b = hbSysMem(), hbSysMem(); hbSysAllocMem(a, 256); hbSysAllocMem(b, 256)\n"
+        "ctrl = hbDSPRpcCtrlParam(); ctrl.rpcCmd = 0x900\n"
+        "rc, task = hbDSPRpc(a, b, ctrl)\n"
+        "print(rc, hbDSPWaitTaskDone(task, 0), task.error)\n"
+        "import sys; print(sorted(m for m in sys.modules if m.startswith('emu.workloads')))\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          check=True)
+    status, listed = done.stdout.splitlines()
+    assert status.startswith(f"0 {HB_DSP_TASK_FAILED} pointcloud stage 1: input does not start")
+    assert listed == "[]"

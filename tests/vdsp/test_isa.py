@@ -1220,7 +1220,7 @@ _PLAIN_PYTHON_SCRIPT = """
 import hashlib
 import numpy as np
 from emu.vdsp import isa
-from emu.workloads.pointcloud import dsp_kernels
+from emu.vdsp.ops import pointcloud_kernels as dsp_kernels
 from emu.workloads.pointcloud.params import CENTERPOINT as P
 ctx = isa.make_context(262144, 131072, 8, 4)
 rng = np.random.default_rng(3)

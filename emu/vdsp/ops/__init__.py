@@ -91,4 +91,4 @@ def operators() -> list[Operator]:
 def _load_builtins() -> None:
     # Importing the modules registers their operators; done on first lookup, not on import
     # of this package, so that listing commands stays cheap.
-    from emu.vdsp.ops import framework, nn  # noqa: F401
+    from emu.vdsp.ops import framework, nn, pointcloud  # noqa: F401

@@ -15,8 +15,19 @@ from __future__ import annotations
 import numpy as np
 
 from emu.jit import njit, njit_inline
-
-BACK, FRONT, RIGHT, LEFT, BOTTOM, TOP, LOWER, UPPER, XS, YS, SCALE = range(11)
+from emu.vdsp.ops.pointcloud_kernels import (
+    BACK,
+    BOTTOM,
+    FRONT,
+    LEFT,
+    LOWER,
+    RIGHT,
+    SCALE,
+    TOP,
+    UPPER,
+    XS,
+    YS,
+)
 
 # Indices of the `stats` array every kernel fills. OVERFLOW counts accesses that found the
 # stream buffer full (always 0 unless a caller sized it too small; checked after the kernel,

@@ -19,8 +19,8 @@ from emu.errors import DspError
 from emu.mem.pool import PoolBuffer
 from emu.runtime import hbdsp, hbsys, session, status
 from emu.soc.clock import PS_PER_MS
+from emu.vdsp.ops import pointcloud as dsp_ops
 from emu.workloads.pointcloud import cpu_kernels as ck
-from emu.workloads.pointcloud import dsp_ops
 from emu.workloads.pointcloud.params import PillarParams
 
 IMPLS = ("cpu", "dsp1", "dsp2")

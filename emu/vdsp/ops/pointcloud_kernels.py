@@ -9,9 +9,10 @@ transposes records laid out by final feature position into one int8 plane per ch
 8-bit gathers (scheme 2), or encodes and quantises float records while doing so (scheme 1;
 empty records hold NaN, which quantises to 0).
 
-Parameters come as the float32 array of `PillarParams.f32()`; all arithmetic is the float32
-of spec §3, so the results equal the CPU reference bit for bit. Every op writes into vector
-registers the kernel makes once per call (the ops' `out=`), so the loops allocate nothing.
+Parameters come as the float32 vector laid out below (`PillarParams.f32()` makes it); all
+arithmetic is the float32 of spec §3, so the results equal the CPU reference bit for bit.
+Every op writes into vector registers the kernel makes once per call (the ops' `out=`), so
+the loops allocate nothing.
 """
 
 from __future__ import annotations
@@ -23,19 +24,12 @@ import numpy as np
 from emu.jit import njit, njit_inline
 from emu.vdsp import isa
 from emu.vdsp.isa import F32, I32, U32, Context, Mask
-from emu.workloads.pointcloud.cpu_kernels import (
-    BACK,
-    BOTTOM,
-    FRONT,
-    LEFT,
-    LOWER,
-    RIGHT,
-    SCALE,
-    TOP,
-    UPPER,
-    XS,
-    YS,
-)
+
+# The float32 parameter vector every pillar kernel takes (words 16-26 of the operators'
+# parameter block; `PillarParams.f32()` builds it, the CPU kernels read it too): the box
+# [back, front] x [right, left] x [bottom, top], the intensity range [lower, upper], the
+# cell sizes' reciprocals and the quantisation scale.
+BACK, FRONT, RIGHT, LEFT, BOTTOM, TOP, LOWER, UPPER, XS, YS, SCALE = range(11)
 
 LANES = 16
 

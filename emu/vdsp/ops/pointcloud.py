@@ -5,14 +5,15 @@ buffer; tiles stream through the two TCMs with ping-pong iDMA (`emu.vdsp.tiling`
 
 Parameter block, little-endian 32-bit words: 0 magic 0x4350454D ("EMPC"), 1 version 1,
 2 dims, 3 record count, 4 max pillars P, 5 max points per pillar K, 6 x_len, 7 y_len,
-8-15 reserved, 16-26 the float32 parameters of `PillarParams.f32()`; data at byte 128.
+8-15 reserved, 16-26 the float32 parameter vector of `pointcloud_kernels`; data at byte
+128.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import simpy
@@ -23,11 +24,9 @@ from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.cores import VdspCore
 from emu.vdsp.idma import Descriptor, Endpoint, linear
-from emu.vdsp.ops import Operator, register
+from emu.vdsp.ops import Operator, pointcloud_kernels, register
 from emu.vdsp.tcm import TcmBuffer
 from emu.vdsp.tiling import TileStep, resumable, stream
-from emu.workloads.pointcloud import dsp_kernels
-from emu.workloads.pointcloud.params import PillarParams
 
 CMD_STAGE1_QUANTIZE_FIRST = 0x900
 CMD_STAGE1_CELLS = 0x901
@@ -39,7 +38,23 @@ HEADER_BYTES = 128
 TILE_GROUP = 64  # records per tile come in whole 64s (one int8 vector per plane)
 
 
-def header(params: PillarParams, count: int) -> np.ndarray:
+class PillarGrid(Protocol):
+    """What the parameter block describes (`emu.workloads.pointcloud.params.PillarParams`)."""
+
+    @property
+    def dims(self) -> int: ...
+    @property
+    def max_pillars(self) -> int: ...
+    @property
+    def max_points_per_pillar(self) -> int: ...
+    @property
+    def x_len(self) -> int: ...
+    @property
+    def y_len(self) -> int: ...
+    def f32(self) -> np.ndarray: ...
+
+
+def header(params: PillarGrid, count: int) -> np.ndarray:
     """The parameter block for `count` records of a model."""
     block = np.zeros(HEADER_BYTES // 4, dtype="<u4")
     block[:8] = [MAGIC, 1, params.dims, count, params.max_pillars,
@@ -153,8 +168,8 @@ def _stage1(quantize_first: bool) -> Callable[..., _RecordPlan]:
     def build(core: VdspCore, h: _Header, inp: PoolBuffer, out: PoolBuffer) -> _RecordPlan:
         in_record = 4 * h.dims
         out_record = 4 * ((3 if h.dims == 5 else 2) if quantize_first else 1)
-        kernel_fn = (dsp_kernels.stage1_quantize_first if quantize_first
-                     else dsp_kernels.stage1_cells_only)
+        kernel_fn = (pointcloud_kernels.stage1_quantize_first if quantize_first
+                     else pointcloud_kernels.stage1_cells_only)
 
         def kernel(src: int, dst: int, n: int) -> timing.KernelCycles:
             return core.compute(kernel_fn, src, dst, n, h.dims, h.p, h.x_len, h.y_len)
@@ -177,9 +192,9 @@ def _stage2(encode: bool) -> Callable[..., _RecordPlan]:
             # read stale TCM and are not stored).
             padded = -(-n // TILE_GROUP) * TILE_GROUP
             if encode:
-                return core.compute(dsp_kernels.stage2_encode_transpose, src, dst, padded,
+                return core.compute(pointcloud_kernels.stage2_encode_transpose, src, dst, padded,
                                     tile, h.dims, h.p)
-            return core.compute(dsp_kernels.stage2_transpose, src, dst, padded, tile, h.dims)
+            return core.compute(pointcloud_kernels.stage2_transpose, src, dst, padded, tile, h.dims)
 
         plan = _RecordPlan(core, inp, out, count, tile, in_record, h.dims, h.dims, kernel)
         return plan

@@ -15,6 +15,7 @@ from typing import Any
 
 from emu import __version__
 from emu.errors import EmuError, UserError
+from emu.workloads import scenarios as scenario_registry
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -100,23 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     scenario = commands.add_parser("scenario", help="run a system scenario on the emulated SoC")
     scenarios = scenario.add_subparsers(dest="scenario", metavar="NAME", required=True,
                                         parser_class=_Parser)
-    cams = scenarios.add_parser(
-        "cameras", parents=[hardware, _output_options(trace=True)],
-        help="N camera pipelines (CPU resize, BPU network, DSP dequantise) at a frame rate",
-        description="One host thread per camera, written against hbSys/hbDSP as a board "
-                    "application: per frame, invalidate and downscale on an A55 core, clean, "
-                    "the camera's network on a BPU core, dequantize by hbDSPRpc on a DSP core, "
-                    "invalidate. Reports each camera's p50/p99/max latency, deadline misses "
-                    "and the mean split into CPU, BPU, DSP and waiting.")
-    cams.add_argument("--cameras", type=int, default=2, help="camera pipelines (default 2)")
-    cams.add_argument("--frames", type=int, default=8, help="frames per camera (default 8)")
-    cams.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30)")
-    cams.add_argument("--gmacs", type=float, default=20.0,
-                      help="GMAC per frame of each camera's network (default 20)")
-    cams.add_argument("--seed", type=int, default=0, help="seed of the synthetic networks")
-    cams.add_argument("--sync", action="store_true",
-                      help="all cameras' frames arrive at the same instants (default: spread "
-                           "evenly across the frame period)")
+    for item in scenario_registry.scenarios():
+        sub = scenarios.add_parser(item.name, parents=[hardware, _output_options(trace=True)],
+                                   help=item.description.split(";")[0],
+                                   description=item.description)
+        for option in item.options:
+            if option.kind is bool:
+                sub.add_argument(f"--{option.name}", action="store_true", help=option.help)
+            else:
+                sub.add_argument(f"--{option.name}", type=option.kind, default=option.default,
+                                 help=f"{option.help} (default {option.default})")
 
     dsp = commands.add_parser(
         "dsp", parents=[hardware, _output_options(trace=True)],
@@ -216,7 +210,8 @@ def _list(args: argparse.Namespace) -> int:
     from emu.vdsp import ops
 
     items = [("preset", name, "hardware preset") for name in preset_names()]
-    items += [("scenario", name, desc) for name, desc in _SCENARIOS.items()]
+    items += [("scenario", item.name, item.description)
+              for item in scenario_registry.scenarios()]
     items += [("ddr.policy", name, desc) for name, (_, desc) in POLICIES.items()]
     items += [("dsp operator", f"{op.cmd:#05x} {op.name}", op.description)
               for op in ops.operators()]
@@ -342,50 +337,31 @@ def _dsp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_SCENARIOS = {
-    "cameras": "N camera pipelines (CPU resize, BPU network, DSP dequantise) at a frame rate",
-}
-
-
 def _scenario(args: argparse.Namespace) -> int:
-    from emu.errors import InputError
+    import importlib
+
     from emu.report.document import dumps, session_report, write_atomic
     from emu.report.table import render
     from emu.report.trace import chrome_trace
-    from emu.workloads import cameras
 
     resolved = _resolve(args)  # a bad configuration stops the run before any work
-    try:
-        params = cameras.CameraParams(cameras=args.cameras, frames=args.frames, fps=args.fps,
-                                      gmacs=args.gmacs, seed=args.seed, sync=args.sync)
-    except ValueError as exc:
-        raise InputError(f"scenario cameras: {exc}") from None
-    results, sess = cameras.run(params, args.preset, args.config, args.overrides,
-                                trace=args.trace is not None)
-    report = session_report(sess, "scenario cameras", results)
+    item = next(s for s in scenario_registry.scenarios() if s.name == args.scenario)
+    module = importlib.import_module(item.module)
+    options = {option.name: getattr(args, option.name) for option in item.options}
+    results, sess = module.run_scenario(options, args.preset, args.config, args.overrides,
+                                        args.trace is not None)
+    report = session_report(sess, f"scenario {item.name}", results)
     if args.trace:
         trace = chrome_trace(sess.soc.recorder.recording, {"preset": resolved.preset})
         write_atomic(args.trace, dumps(trace))
     if args.json:
         _emit_json(report)
         return EXIT_OK
-    rows = []
-    for c in results["cameras"]:
-        lat, st = c["latency_ms"], c["stages_ms"]
-        rows.append((c["camera"], c["priority"], c["frames"], lat["p50"], lat["p99"],
-                     lat["max"], c["deadline_misses"], st["cpu"], st["bpu"], st["dsp"],
-                     st["wait"]))
-    arrivals = "together" if params.sync else "staggered"
-    print(render(["camera", "priority", "frames", "p50 ms", "p99 ms", "max ms", "missed",
-                  "cpu ms", "bpu ms", "dsp ms", "wait ms"], rows,
-                 title=f"cameras at {params.fps:g} FPS (period {results['period_ms']:.3f} ms, "
-                       f"frames arrive {arrivals}), preset {resolved.preset}"))
-    ddr = report["stats"]["ddr"]
-    print("stage columns: mean per frame; wait = queued for a CPU, BPU or DSP core, or "
-          "behind the camera's previous frame")
-    busy = zip(results["bpu_busy_ms"], results["bpu_utilisation"], strict=True)
-    print(f"BPU busy: {', '.join(f'{b:.3f} ms ({u:.1%})' for b, u in busy)}; "
-          f"DDR moved {(ddr.get('bytes_read', 0) + ddr.get('bytes_written', 0)) / 1e6:.1f} MB; "
-          f"pool high water {report['stats']['pool']['high_water_bytes'] / 2**20:.1f} MiB; "
-          f"simulated {results['sim_time_ms']:.3f} ms")
+    title, headers, rows, notes = module.summary(results)
+    print(render(headers, rows, title=f"{title}, preset {resolved.preset}"))
+    stats = report["stats"]
+    moved = stats["ddr"].get("bytes_read", 0) + stats["ddr"].get("bytes_written", 0)
+    for note in [*notes, f"DDR moved {moved / 1e6:.1f} MB; pool high water "
+                         f"{stats['pool']['high_water_bytes'] / 2**20:.1f} MiB"]:
+        print(note)
     return EXIT_OK

@@ -214,6 +214,35 @@ def run(params: CameraParams, preset: str = "j5", config_file: str | None = None
     return _results(params, period_ps, cameras, sess), sess
 
 
+def run_scenario(options: dict[str, Any], preset: str, config_file: str | None,
+                 overrides: list[str], trace: bool) -> tuple[dict[str, Any], session.Session]:
+    """`emu scenario cameras` (see `emu.workloads.scenarios`)."""
+    try:
+        params = CameraParams(**options)
+    except ValueError as exc:
+        raise InputError(f"scenario cameras: {exc}") from None
+    return run(params, preset, config_file, overrides, trace=trace)
+
+
+def summary(results: dict[str, Any]) -> tuple[str, list[str], list[tuple[Any, ...]],
+                                              list[str]]:
+    """The text table of `emu scenario cameras`: one row per camera, and notes below."""
+    p = results["params"]
+    rows = [(c["camera"], c["priority"], c["frames"], c["latency_ms"]["p50"],
+             c["latency_ms"]["p99"], c["latency_ms"]["max"], c["deadline_misses"],
+             c["stages_ms"]["cpu"], c["stages_ms"]["bpu"], c["stages_ms"]["dsp"],
+             c["stages_ms"]["wait"]) for c in results["cameras"]]
+    busy = zip(results["bpu_busy_ms"], results["bpu_utilisation"], strict=True)
+    notes = ["stage columns: mean per frame; wait = queued for a CPU, BPU or DSP core, or "
+             "behind the camera's previous frame",
+             f"BPU busy: {', '.join(f'{b:.3f} ms ({u:.1%})' for b, u in busy)}; "
+             f"simulated {results['sim_time_ms']:.3f} ms"]
+    title = (f"cameras at {p['fps']:g} FPS (period {results['period_ms']:.3f} ms, frames "
+             f"arrive {'together' if p['sync'] else 'staggered'})")
+    return title, ["camera", "priority", "frames", "p50 ms", "p99 ms", "max ms", "missed",
+                   "cpu ms", "bpu ms", "dsp ms", "wait ms"], rows, notes
+
+
 def _ms(ps: int | float) -> float:
     return round(ps / PS_PER_MS, 6)
 

@@ -99,6 +99,26 @@ def test_scenario_cameras_reports_p99_and_misses_and_sync_uses_both_bpu_cores(ca
     assert min(reports[True]["stats"]["bpu"]["utilisation"]) > 0
 
 
+def test_scenarios_come_from_one_registry(monkeypatch, capsys):
+    from emu.workloads import scenarios
+
+    stub = scenarios.Scenario("stub", "sleeps; a test's scenario", "tests.cli.scenario_stub",
+                              (scenarios.Option("ms", float, 1.0, "how long"),
+                               scenarios.Option("loud", bool, False, "a switch")))
+    monkeypatch.setitem(scenarios._REGISTRY, "stub", stub)
+    code, out, _ = _run(capsys, "list", "--json")
+    assert {"kind": "scenario", "name": "stub", "description": stub.description} in \
+        json.loads(out)
+    code, out, _ = _run(capsys, "scenario", "stub", "--ms", "2.5", "--loud", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["results"] == {"slept_ms": 2.5, "loud": True}
+    assert report["command"] == "scenario stub" and report["stats"]["sim_time_ps"] == 2_500_000_000
+    code, out, _ = _run(capsys, "scenario", "stub")
+    assert code == 0 and "slept ms" in out and "a note" in out
+    with pytest.raises(ValueError, match="registered already"):
+        scenarios.register(stub)
+
+
 def test_same_scenario_twice_gives_identical_report_and_trace(tmp_path, capsys):
     outputs = []
     for run in range(2):

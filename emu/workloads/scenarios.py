@@ -1,0 +1,67 @@
+"""The scenarios `emu scenario NAME` runs: one registry, which the command line builds its
+flags from and `emu list` prints.
+
+A scenario is a host program on the emulated SoC. It registers here with its name, a
+description, its options as data (the command line turns them into flags, so listing and
+parsing import nothing heavy) and the module that runs it, imported only when it runs. That
+module defines
+
+    run_scenario(options, preset, config_file, overrides, trace) -> (results, session)
+    summary(results) -> (title, headers, rows, notes)
+
+`options` maps each option's name to its value; `results` is the JSON-ready dictionary the
+report carries; `summary` is what the text output shows of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a scenario: `--name` on the command line, `options[name]` in code."""
+
+    name: str
+    kind: type  # int, float, or bool for a switch that is off by default
+    default: Any
+    help: str
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    module: str
+    options: tuple[Option, ...]
+
+
+_REGISTRY: dict[str, Scenario] = {}
+
+
+def register(scenario: Scenario) -> Scenario:
+    if scenario.name in _REGISTRY:
+        raise ValueError(f"scenario {scenario.name!r} is registered already")
+    _REGISTRY[scenario.name] = scenario
+    return scenario
+
+
+def scenarios() -> list[Scenario]:
+    return [_REGISTRY[name] for name in sorted(_REGISTRY)]
+
+
+CAMERAS = register(Scenario(
+    "cameras",
+    "N camera pipelines at a frame rate, one host thread each: downscale on an A55 core, the "
+    "camera's network on a BPU core, dequantize by hbDSPRpc on a DSP core; p50/p99/max "
+    "latency, deadline misses and the split into CPU, BPU, DSP and waiting",
+    "emu.workloads.cameras",
+    (Option("cameras", int, 2, "camera pipelines"),
+     Option("frames", int, 8, "frames per camera"),
+     Option("fps", float, 30.0, "frames per second"),
+     Option("gmacs", float, 20.0, "GMAC per frame of each camera's network"),
+     Option("seed", int, 0, "seed of the synthetic networks"),
+     Option("sync", bool, False, "all cameras' frames arrive at the same instants (default: "
+                                 "spread evenly across the frame period)")),
+))

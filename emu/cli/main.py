@@ -223,14 +223,17 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    from emu.report.document import provenance, provenance_line
     from emu.report.table import render
     from emu.workloads.pointcloud import calibration
 
-    _resolve(args)  # a bad configuration stops the run before any work
-    report = calibration.calibration_report(args.preset, args.overrides, args.config)
+    prov = provenance(_resolve(args), seed=0)  # the calibration frames' seed
+    report = {**calibration.calibration_report(args.preset, args.overrides, args.config),
+              "provenance": prov}
     if args.json:
         _emit_json(report)
         return EXIT_OK
+    print(provenance_line(prov))
     rows = [(t["target"], t["measured"], t["predicted"], t["unit"], f"{t['error']:+.1%}",
              f"{t['tolerance']:.0%}", "yes" if t["within"] else "NO") for t in report["targets"]]
     print(render(["target", "measured", "predicted", "unit", "error", "tolerance", "within"],
@@ -245,13 +248,13 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _pointcloud(args: argparse.Namespace) -> int:
     from emu.errors import InputError
-    from emu.report.document import dumps, write_atomic
+    from emu.report.document import dumps, provenance, provenance_line, write_atomic
     from emu.report.table import render
     from emu.report.trace import chrome_trace_many
     from emu.workloads.pointcloud import runner
     from emu.workloads.pointcloud.params import MODELS
 
-    _resolve(args)  # a bad configuration stops the run before any work
+    resolved = _resolve(args)  # a bad configuration stops the run before any work
     params = MODELS[args.model]
     impls = list(dict.fromkeys(args.impl or ["cpu", "dsp1", "dsp2"]))
     if args.synthetic is not None:
@@ -275,9 +278,12 @@ def _pointcloud(args: argparse.Namespace) -> int:
                                  for impl, s in zip(impls, sessions, strict=True)],
                                 {"preset": args.preset, "model": args.model})
         write_atomic(args.trace, dumps(doc))
+    prov = provenance(resolved, args.seed if args.synthetic is not None else None)
+    report["provenance"] = prov
     if args.json:
         _emit_json(report)
         return EXIT_OK
+    print(provenance_line(prov))
     rows = []
     for frame in report["frames"]:
         for impl in impls:
@@ -301,12 +307,13 @@ def _pointcloud(args: argparse.Namespace) -> int:
 
 def _dsp(args: argparse.Namespace) -> int:
     from emu.errors import InputError
-    from emu.report.document import dumps, write_atomic
+    from emu.report.document import dumps, provenance, provenance_line, write_atomic
     from emu.report.table import render
     from emu.report.trace import chrome_trace
     from emu.runtime import session
     from emu.workloads import dsp_ops
 
+    resolved = _resolve(args)  # a bad configuration stops the run before any work
     run = dsp_ops.DspRun(args.op, args.shape, args.axis, args.dtype, args.mode, args.per_axis,
                          args.core, args.rpcs, args.priority, args.seed)
     with session.Session(args.preset, args.config, args.overrides,
@@ -315,13 +322,15 @@ def _dsp(args: argparse.Namespace) -> int:
     failed = [call["error"] for call in result["rpcs"] if call["status"] != "ok"]
     if failed:
         raise InputError(f"dsp {run.op}: {failed[0]}")
-    result = {"preset": args.preset, **result}
+    prov = provenance(resolved, args.seed)
+    result = {"preset": args.preset, **result, "provenance": prov}
     if args.trace:
         trace = chrome_trace(sess.soc.recorder.recording, {"preset": args.preset})
         write_atomic(args.trace, dumps(trace))
     if args.json:
         _emit_json(result)
         return EXIT_OK
+    print(provenance_line(prov))
     rows = [(c["core"], c["compute_ms"], c["kernel_cycles"], c["bundles"], c["gather_cycles"],
              c["fdiv_stall_cycles"], c["idma_in_ms"], c["idma_in_bytes"], c["idma_out_ms"],
              c["idma_out_bytes"]) for c in result["cores"]]
@@ -340,7 +349,7 @@ def _dsp(args: argparse.Namespace) -> int:
 def _scenario(args: argparse.Namespace) -> int:
     import importlib
 
-    from emu.report.document import dumps, session_report, write_atomic
+    from emu.report.document import dumps, provenance_line, session_report, write_atomic
     from emu.report.table import render
     from emu.report.trace import chrome_trace
 
@@ -350,7 +359,7 @@ def _scenario(args: argparse.Namespace) -> int:
     options = {option.name: getattr(args, option.name) for option in item.options}
     results, sess = module.run_scenario(options, args.preset, args.config, args.overrides,
                                         args.trace is not None)
-    report = session_report(sess, f"scenario {item.name}", results)
+    report = session_report(sess, f"scenario {item.name}", results, options.get("seed"))
     if args.trace:
         trace = chrome_trace(sess.soc.recorder.recording, {"preset": resolved.preset})
         write_atomic(args.trace, dumps(trace))
@@ -358,7 +367,8 @@ def _scenario(args: argparse.Namespace) -> int:
         _emit_json(report)
         return EXIT_OK
     title, headers, rows, notes = module.summary(results)
-    print(render(headers, rows, title=f"{title}, preset {resolved.preset}"))
+    print(provenance_line(report["provenance"]))
+    print(render(headers, rows, title=title))
     stats = report["stats"]
     moved = stats["ddr"].get("bytes_read", 0) + stats["ddr"].get("bytes_written", 0)
     for note in [*notes, f"DDR moved {moved / 1e6:.1f} MB; pool high water "

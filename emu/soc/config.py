@@ -217,6 +217,8 @@ class ResolvedConfig:
     soc: SocConfig
     preset: str
     sources: Mapping[str, str]
+    config_file: str | None = None
+    overrides: tuple[str, ...] = ()
 
     def leaves(self) -> Iterator[tuple[FieldInfo, Any, str]]:
         """Every leaf as (schema info, value, provenance), in declaration order."""
@@ -275,7 +277,9 @@ def load_config(
         _set_leaf(values, sources, key, value, "--set")
     soc = _build(SocConfig, values, "")
     _check_consistency(soc)
-    return ResolvedConfig(soc=soc, preset=preset, sources=sources)
+    return ResolvedConfig(soc=soc, preset=preset, sources=sources,
+                          config_file=None if config_file is None else str(config_file),
+                          overrides=tuple(overrides))
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+import emu
 from emu.cli.main import main
 from tests.report.test_trace import validate_chrome_trace
 
@@ -191,3 +192,39 @@ def test_dsp_operator_failure_exits_2_with_the_reason(capsys):
     code, out, err = _run(capsys, "dsp", "softmax", "--shape", "1,100000")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "does not fit" in err
+
+
+REPORTING_COMMANDS = [
+    ["scenario", "cameras", "--frames", "1", "--seed", "3"],
+    ["dsp", "softmax", "--shape", "8,64", "--seed", "3"],
+    ["pointcloud", "--model", "pointpillars", "--synthetic", "1", "--points", "3000", "--seed",
+     "3"],
+]
+
+
+@pytest.mark.parametrize("argv", REPORTING_COMMANDS, ids=lambda a: a[0])
+def test_reports_say_what_produced_them_and_repeat_exactly(argv, tmp_path, capsys):
+    config = tmp_path / "fast.toml"
+    config.write_text("[ddr]\nlatency_ps = \"90 ns\"\n")
+    hardware = ["--config", str(config), "--set", "vdsp.freq_hz=800MHz", "--set",
+                "cpu.api_call_ps=2us"]
+    docs = []
+    for _ in range(2):
+        code, out, _ = _run(capsys, *argv, *hardware, "--json")
+        assert code == 0
+        doc = json.loads(out)
+        doc.pop("wall_s", None)
+        docs.append(doc)
+    assert docs[0] == docs[1]
+    assert docs[0]["provenance"] == {
+        "emu_version": emu.__version__, "preset": "j5", "config_file": str(config),
+        "overrides": ["vdsp.freq_hz=800MHz", "cpu.api_call_ps=2us"],
+        # api_call_ps is set to the preset's own value: not a difference.
+        "changed_from_preset": {"ddr.latency_ps": "90 ns", "vdsp.freq_hz": "800 MHz"},
+        "seed": 3}
+    code, out, _ = _run(capsys, *argv, *hardware)
+    assert code == 0
+    assert out.splitlines()[0] == (
+        f"emu {emu.__version__}; preset j5; config {config}; --set vdsp.freq_hz=800MHz "
+        "cpu.api_call_ps=2us; changed from the preset: vdsp.freq_hz=800 MHz, "
+        "ddr.latency_ps=90 ns; seed 3")

@@ -22,7 +22,7 @@ def test_json_follows_the_contract_and_dumps_are_written(tmp_path, capsys):
     assert code == 0
     doc = json.loads(out)
     assert doc["model"] == "centerpoint" and doc["preset"] == "j5"
-    assert set(doc) == {"model", "preset", "frames", "summary", "wall_s"}
+    assert set(doc) == {"model", "preset", "frames", "summary", "wall_s", "provenance"}
     frame = doc["frames"][0]
     assert frame["frame"] == "synthetic-0" and frame["points_read"] == 3000
     assert {"points_dropped", "points_valid", "points_kept", "pillars"} <= set(frame)

@@ -51,6 +51,23 @@ def _output_options(trace: bool) -> _Parser:
     return common
 
 
+def _progress_options() -> _Parser:
+    common = _Parser(add_help=False)
+    common.add_argument("--quiet", action="store_true",
+                        help="no progress bar (there is none anyway when stderr is not a "
+                             "terminal, or with --json going to a file or pipe)")
+    return common
+
+
+def _progress(args: argparse.Namespace, label: str) -> Any:
+    """The progress bar of a long run (a context manager giving the callback or None)."""
+    from emu.report import progress
+
+    return progress.bar(label, progress.wanted(quiet=args.quiet, json_output=args.json,
+                                               stdout=sys.stdout, stderr=sys.stderr),
+                        sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="emu", description=(
         "Cycle-approximate emulator of a J5-class automotive AI SoC (2 BPU, 2 vDSP, 8 A55, "
@@ -61,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     hardware = _hardware_options()
 
     pc = commands.add_parser(
-        "pointcloud", parents=[hardware, _output_options(trace=True)],
+        "pointcloud", parents=[hardware, _output_options(trace=True), _progress_options()],
         help="CenterPoint / PointPillars preprocessing on CPU and DSP, compared",
         description="Pillar preprocessing of LiDAR frames by the CPU reference and the two "
                     "DSP schemes on the emulated SoC: identical outputs, simulated time per "
@@ -82,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="npy arrays, the board's text form (one integer a line), or both")
 
     commands.add_parser(
-        "calibrate", parents=[hardware, _output_options(trace=False)],
+        "calibrate", parents=[hardware, _output_options(trace=False), _progress_options()],
         help="predicted vs measured J5 timings (shared/calibration/j5.md) and the error",
         description="Run the calibration targets (CenterPoint preprocessing, 16 synthetic "
                     "300,000-point frames, seed 0) on the chosen hardware and print each "
@@ -102,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     scenarios = scenario.add_subparsers(dest="scenario", metavar="NAME", required=True,
                                         parser_class=_Parser)
     for item in scenario_registry.scenarios():
-        sub = scenarios.add_parser(item.name, parents=[hardware, _output_options(trace=True)],
+        sub = scenarios.add_parser(item.name, parents=[hardware, _output_options(trace=True),
+                                                       _progress_options()],
                                    help=item.description.split(";")[0],
                                    description=item.description)
         for option in item.options:
@@ -228,8 +246,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     from emu.workloads.pointcloud import calibration
 
     prov = provenance(_resolve(args), seed=0)  # the calibration frames' seed
-    report = {**calibration.calibration_report(args.preset, args.overrides, args.config),
-              "provenance": prov}
+    with _progress(args, "calibrate") as progress:
+        report = {**calibration.calibration_report(args.preset, args.overrides, args.config,
+                                                   progress),
+                  "provenance": prov}
     if args.json:
         _emit_json(report)
         return EXIT_OK
@@ -269,10 +289,11 @@ def _pointcloud(args: argparse.Namespace) -> int:
         if frame.points_dropped:
             print(f"emu: warning: {frame.name}: only the first {params.max_input_points} points "
                   f"are processed, {frame.points_dropped} dropped", file=sys.stderr)
-    report, sessions = runner.run(args.model, impls, frames, preset=args.preset,
-                                  config_file=args.config, overrides=args.overrides,
-                                  trace=args.trace is not None, dump=args.dump,
-                                  dump_format=args.dump_format)
+    with _progress(args, args.model) as progress:
+        report, sessions = runner.run(args.model, impls, frames, preset=args.preset,
+                                      config_file=args.config, overrides=args.overrides,
+                                      trace=args.trace is not None, dump=args.dump,
+                                      dump_format=args.dump_format, progress=progress)
     if args.trace:
         doc = chrome_trace_many([(impl, s.soc.recorder.recording)
                                  for impl, s in zip(impls, sessions, strict=True)],
@@ -357,8 +378,9 @@ def _scenario(args: argparse.Namespace) -> int:
     item = next(s for s in scenario_registry.scenarios() if s.name == args.scenario)
     module = importlib.import_module(item.module)
     options = {option.name: getattr(args, option.name) for option in item.options}
-    results, sess = module.run_scenario(options, args.preset, args.config, args.overrides,
-                                        args.trace is not None)
+    with _progress(args, f"scenario {item.name}") as progress:
+        results, sess = module.run_scenario(options, args.preset, args.config,
+                                            args.overrides, args.trace is not None, progress)
     report = session_report(sess, f"scenario {item.name}", results, options.get("seed"))
     if args.trace:
         trace = chrome_trace(sess.soc.recorder.recording, {"preset": resolved.preset})

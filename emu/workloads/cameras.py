@@ -22,6 +22,7 @@ the frame period. The networks are synthetic but fixed by the seed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -112,7 +113,7 @@ class _Camera:
     """One camera's host thread: its buffers, network and frames."""
 
     def __init__(self, cam: int, params: CameraParams, network: list[Layer], priority: int,
-                 period_ps: int) -> None:
+                 period_ps: int, on_frame: Callable[[], None]) -> None:
         self.cam = cam
         self.p = params
         self.network = network
@@ -120,6 +121,7 @@ class _Camera:
         self.period_ps = period_ps
         self.first_ps = 0 if params.sync else cam * period_ps // params.cameras
         self.frames: list[FrameTimes] = []
+        self.on_frame = on_frame
 
     def _alloc(self, size: int) -> hbsys.hbSysMem:
         mem = hbsys.hbSysMem()
@@ -188,19 +190,31 @@ class _Camera:
                          + dsp_pending)
         times.dsp_ps = times.latency_ps - times.cpu_ps - times.bpu_ps - times.wait_ps
         self.frames.append(times)
+        self.on_frame()
 
 
 def run(params: CameraParams, preset: str = "j5", config_file: str | None = None,
         overrides: tuple[str, ...] | list[str] = (), *, trace: bool = False,
+        progress: Callable[[int, int, str], None] | None = None,
         ) -> tuple[dict[str, Any], session.Session]:
-    """Run the scenario on a new session; its results and the (closed) session."""
+    """Run the scenario on a new session; its results and the (closed) session.
+
+    `progress(done, total, what)` is called after every frame of every camera."""
+    total = params.cameras * params.frames
+    done = [0]
+
+    def on_frame() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total, f"frame {done[0]}/{total}")
+
     rng = np.random.default_rng(params.seed)
     period_ps = round(PS_PER_S / params.fps)
     in_bytes = (params.width // 2) * (params.height // 2)
     out_bytes = (params.width // _OUT_STRIDE) * (params.height // _OUT_STRIDE) * _OUT_CHANNELS
     cameras = [
         _Camera(c, params, synthetic_network(f"cam{c}", params.gmacs, in_bytes, out_bytes, rng),
-                PRIORITY_PREEMPT if c == 0 else max(1, 128 - c), period_ps)
+                PRIORITY_PREEMPT if c == 0 else max(1, 128 - c), period_ps, on_frame)
         for c in range(params.cameras)]
     with session.Session(preset, config_file, overrides, trace=trace) as sess:
         for camera in cameras:
@@ -215,13 +229,15 @@ def run(params: CameraParams, preset: str = "j5", config_file: str | None = None
 
 
 def run_scenario(options: dict[str, Any], preset: str, config_file: str | None,
-                 overrides: list[str], trace: bool) -> tuple[dict[str, Any], session.Session]:
+                 overrides: list[str], trace: bool,
+                 progress: Callable[[int, int, str], None] | None = None,
+                 ) -> tuple[dict[str, Any], session.Session]:
     """`emu scenario cameras` (see `emu.workloads.scenarios`)."""
     try:
         params = CameraParams(**options)
     except ValueError as exc:
         raise InputError(f"scenario cameras: {exc}") from None
-    return run(params, preset, config_file, overrides, trace=trace)
+    return run(params, preset, config_file, overrides, trace=trace, progress=progress)
 
 
 def summary(results: dict[str, Any]) -> tuple[str, list[str], list[tuple[Any, ...]],

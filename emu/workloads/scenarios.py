@@ -6,7 +6,8 @@ description, its options as data (the command line turns them into flags, so lis
 parsing import nothing heavy) and the module that runs it, imported only when it runs. That
 module defines
 
-    run_scenario(options, preset, config_file, overrides, trace) -> (results, session)
+    run_scenario(options, preset, config_file, overrides, trace, progress)
+        -> (results, session); progress(done, total, what) is None or a callback
     summary(results) -> (title, headers, rows, notes)
 
 `options` maps each option's name to its value; `results` is the JSON-ready dictionary the

@@ -9,7 +9,7 @@ depend on which synthetic frame happens to play "the" frame.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,10 +58,11 @@ def frames(count: int = FRAMES, seed: int = SEED) -> list[runner.Frame]:
 
 def predict(frame_set: Sequence[runner.Frame], preset: str = "j5",
             overrides: Sequence[str] = (), config_file: str | None = None,
+            progress: Callable[[int, int, str], None] | None = None,
             ) -> tuple[dict[str, float], dict[str, Any]]:
     """The emulator's value for every target, and the report it came from."""
     report, _ = runner.run("centerpoint", ["cpu", "dsp2"], list(frame_set), preset=preset,
-                           config_file=config_file, overrides=overrides)
+                           config_file=config_file, overrides=overrides, progress=progress)
     rows = report["frames"]
 
     def mean_stage(stage: str) -> float:
@@ -97,8 +98,10 @@ def frame_statistics(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def calibration_report(preset: str = "j5", overrides: Sequence[str] = (),
-                       config_file: str | None = None) -> dict[str, Any]:
-    predicted, report = predict(frames(), preset, overrides, config_file)
+                       config_file: str | None = None,
+                       progress: Callable[[int, int, str], None] | None = None,
+                       ) -> dict[str, Any]:
+    predicted, report = predict(frames(), preset, overrides, config_file, progress)
     err = errors(predicted)
     return {
         "preset": preset,

@@ -9,7 +9,7 @@ coordinates; if they ever differ, that is an emulator bug and the run fails.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,8 +74,11 @@ def run(
     model: str, impls: Sequence[str], frames: list[Frame], *, preset: str = "j5",
     config_file: str | None = None, overrides: Sequence[str] = (), trace: bool = False,
     dump: str | None = None, dump_format: str = "npy",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> tuple[dict[str, Any], list[session.Session]]:
-    """Run `frames` through `impls`; the report of the contract and the sessions used."""
+    """Run `frames` through `impls`; the report of the contract and the sessions used.
+
+    `progress(done, total, what)` is called after every frame of every implementation."""
     params = MODELS[model]
     unknown = [i for i in impls if i not in IMPLS]
     if unknown:
@@ -87,10 +90,14 @@ def run(
          "pillars": 0, "impls": {}} for f in frames]
     first_outputs: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(frames)
     sessions = []
-    for impl in impls:
+    steps = len(impls) * len(frames)
+    for k, impl in enumerate(impls):
         with session.Session(preset, config_file, overrides, trace=trace) as sess:
             sessions.append(sess)
-            _run_impl(impl, params, frames, rows, first_outputs, impls[0], dump, dump_format)
+            for done in _run_impl(impl, params, frames, rows, first_outputs, impls[0], dump,
+                                  dump_format):
+                if progress is not None:
+                    progress(k * len(frames) + done, steps, f"{impl} {done}/{len(frames)}")
     summary = {}
     for impl in impls:
         totals = [row["impls"][impl]["total_ms"] for row in rows]
@@ -105,9 +112,9 @@ def _run_impl(
     impl: str, params: PillarParams, frames: list[Frame], rows: list[dict[str, Any]],
     first_outputs: list[tuple[np.ndarray, np.ndarray] | None], reference: str,
     dump: str | None, dump_format: str,
-) -> None:
+) -> Iterator[int]:
     """All frames through one implementation on the current session, checked against the
-    first implementation's outputs."""
+    first implementation's outputs; yields the number of frames done after each."""
     pre = Preprocessor(params)
     for k, frame in enumerate(frames):
         pre.load(frame.points)
@@ -128,3 +135,4 @@ def _run_impl(
         if dump is not None:
             _dump(Path(dump) / frame.name / impl, result.features, result.coords,
                   dump_format)
+        yield k + 1

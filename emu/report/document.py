@@ -47,7 +47,6 @@ def run_report(soc: Soc, command: str, results: dict[str, Any],
                seed: int | None = None) -> dict[str, Any]:
     """The report of a finished run: what was asked, on what hardware, and what happened."""
     return {
-        "emu_version": __version__,
         "command": command,
         "preset": soc.resolved.preset,
         "provenance": provenance(soc.resolved, seed),

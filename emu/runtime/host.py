@@ -235,7 +235,6 @@ class SpawnedThread(HostThread):
     ) -> None:
         super().__init__(session, name, index, **options)
         self._fiber = _Fiber(lambda: fn(*args, **kwargs), self)
-        self.started_ps = self.now_ps
         self.finished_ps = -1
         self.soc.env.process(self._drive())
 

@@ -33,7 +33,7 @@ PARAMETERS = [
     ("ddr.latency_ps", True, 40_000, 400_000),
     ("vdsp.fdiv_cycles", True, 2, 40),
     ("vdsp.rpc_submit_ps", True, 10_000, 2_000_000),
-    ("mem.clean_bytes_per_s", False, 1e9, 64e9),
+    ("cpu.cache_op_cycles", True, 1, 200),
 ]
 SOURCE = ("calibrated: fitted by tools/fit_j5.py to shared/calibration/j5.md "
           "(CenterPoint, 16 synthetic frames, seed 0)")

@@ -2,15 +2,25 @@
 
 `main(argv) -> int` does the work and never exits, so tests can call it. Heavy modules
 (numpy, numba, simpy and the models) are imported inside the command handlers, which keeps
-`emu --help` instant. Exit status: 0 success, 2 a user error (bad usage, input file or
-configuration; one line on stderr), 1 anything else.
+`emu --help` instant.
+
+Exit status: 0 success; 2 a user error (bad usage, option value, input file, output path or
+configuration; one line on stderr naming it), found before any simulation starts where it
+can be; 1 anything else; 130 (128 + SIGINT) after Ctrl-C, with the one line
+`emu: interrupted`; 141 (128 + SIGPIPE, what a shell reports for a program a closed pipe
+stopped) when stdout's reader went away (`emu list | head -1`), with nothing printed. An
+interrupted or failed run leaves no partial `--trace` file or `--dump` folder
+(`emu.report.outputs`).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from emu import __version__
@@ -18,6 +28,18 @@ from emu.errors import EmuError, UserError
 from emu.workloads import scenarios as scenario_registry
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
+
+# The accepted range of each numeric option. Values outside are refused before any work,
+# naming the flag and the range: they are typing mistakes, or runs that would not end or
+# not fit in memory.
+SEEDS = (0, 2**32 - 1)
+SYNTHETIC_FRAMES = (1, 1000)  # the frames are generated up front: 6 MB each by default
+POINTS_PER_FRAME = (1, 1_000_000)  # the models keep at most 300,000 (CenterPoint)
+DSP_RPCS = (1, 1000)
+DSP_PRIORITY = (0, 255)
+DSP_MAX_AXES = 4
+# Scenario options, with their ranges, come from the registry (emu/workloads/scenarios.py).
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,6 +51,39 @@ class _Parser(argparse.ArgumentParser):
 
 class _UsageError(Exception):
     pass
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} to {high}, got {text!r}")
+        return value
+    return parse
+
+
+def _real(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a finite number from `low` to `high` (no NaN or infinity)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"expected a number from {low:g} to {high:g}, got {text!r}")
+        return value
+    return parse
+
+
+def _span(bounds: tuple[float, float]) -> str:
+    """A range as the help shows it: whole numbers in full, others short."""
+    return " to ".join(str(b) if isinstance(b, int) else f"{b:g}" for b in bounds)
 
 
 def _hardware_options() -> _Parser:
@@ -47,7 +102,9 @@ def _output_options(trace: bool) -> _Parser:
     out.add_argument("--json", action="store_true", help="one JSON document on stdout")
     if trace:
         out.add_argument("--trace", metavar="FILE",
-                         help="write a Chrome trace-event JSON of the run (opens in Perfetto)")
+                         help="write a Chrome trace-event JSON of the run (opens in Perfetto) "
+                              "when it completes; an existing regular file is replaced, a "
+                              "folder, device, pipe or symbolic link is refused")
     return common
 
 
@@ -90,11 +147,16 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--input", nargs="+", metavar="FILE.bin",
                         help="raw float32 point files (5 values a point for CenterPoint, 4 "
                              "for PointPillars)")
-    source.add_argument("--synthetic", type=int, metavar="N_FRAMES",
-                        help="generate N realistic frames (nuScenes-like or KITTI-like)")
-    pc.add_argument("--points", type=int, help="points per synthetic frame")
-    pc.add_argument("--seed", type=int, default=0, help="seed of the synthetic frames")
-    pc.add_argument("--dump", metavar="DIR", help="write features and coords per frame/impl")
+    source.add_argument("--synthetic", type=_whole(*SYNTHETIC_FRAMES), metavar="N_FRAMES",
+                        help="generate N realistic frames (nuScenes-like or KITTI-like; "
+                             f"{_span(SYNTHETIC_FRAMES)})")
+    pc.add_argument("--points", type=_whole(*POINTS_PER_FRAME),
+                    help=f"points per synthetic frame ({_span(POINTS_PER_FRAME)})")
+    pc.add_argument("--seed", type=_whole(*SEEDS), default=0,
+                    help=f"seed of the synthetic frames ({_span(SEEDS)}, default 0)")
+    pc.add_argument("--dump", metavar="DIR",
+                    help="write features and coords per frame/impl into DIR, which must be "
+                         "new or an empty folder; it appears only when the run completes")
     pc.add_argument("--dump-format", choices=["npy", "txt", "both"], default="npy",
                     help="npy arrays, the board's text form (one integer a line), or both")
 
@@ -126,9 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
         for option in item.options:
             if option.kind is bool:
                 sub.add_argument(f"--{option.name}", action="store_true", help=option.help)
-            else:
-                sub.add_argument(f"--{option.name}", type=option.kind, default=option.default,
-                                 help=f"{option.help} (default {option.default})")
+                continue
+            bounds = option.bounds
+            kind: Callable[[str], Any] = option.kind
+            if option.kind is int:
+                kind = _whole(int(bounds[0]), int(bounds[1]))
+            elif option.kind is float:
+                kind = _real(*bounds)
+            sub.add_argument(f"--{option.name}", type=kind, default=option.default,
+                             help=f"{option.help} ({_span(bounds)}, default {option.default})")
 
     dsp = commands.add_parser(
         "dsp", parents=[hardware, _output_options(trace=True)],
@@ -139,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     dsp.add_argument("op", choices=["softmax", "quantize", "dequantize", "ping"],
                      help="the operator")
     dsp.add_argument("--shape", type=_shape, default=(64, 1000),
-                     help="tensor shape, e.g. 64,1000 (default)")
+                     help=f"tensor shape, 1 to {DSP_MAX_AXES} sizes, e.g. 64,1000 (default); "
+                          "the tensors of all calls must fit in the pool (mem.pool_bytes)")
     dsp.add_argument("--axis", type=int, default=-1, help="softmax / per-axis axis (default -1)")
     dsp.add_argument("--dtype", choices=["int8", "uint8"], default="int8",
                      help="quantised type (default int8)")
@@ -148,20 +217,71 @@ def build_parser() -> argparse.ArgumentParser:
     dsp.add_argument("--per-axis", action="store_true", help="one scale per slice of --axis")
     dsp.add_argument("--core", choices=["any", "0", "1"], default="any",
                      help="dspCoreId of the calls (default any)")
-    dsp.add_argument("--rpcs", type=int, default=1, help="concurrent calls (default 1)")
-    dsp.add_argument("--priority", type=int, default=0, help="priority of the calls, 0-255")
-    dsp.add_argument("--seed", type=int, default=0, help="seed of the generated data")
+    dsp.add_argument("--rpcs", type=_whole(*DSP_RPCS), default=1,
+                     help=f"concurrent calls ({_span(DSP_RPCS)}, default 1)")
+    dsp.add_argument("--priority", type=_whole(*DSP_PRIORITY), default=0,
+                     help=f"priority of the calls ({_span(DSP_PRIORITY)}, default 0)")
+    dsp.add_argument("--seed", type=_whole(*SEEDS), default=0,
+                     help=f"seed of the generated data ({_span(SEEDS)}, default 0)")
     return parser
 
 
 def _shape(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(part) for part in text.split(","))
+        shape = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected sizes like 64,1000, got {text!r}") from None
+        shape = ()
+    if not 1 <= len(shape) <= DSP_MAX_AXES or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 to {DSP_MAX_AXES} positive sizes like "
+                                         f"64,1000, got {text!r}")
+    return shape
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a reader that went away shows here, not as a message at exit
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except BaseException as exc:
+        if not _interrupted(exc):
+            raise
+        print("emu: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is Ctrl-C's KeyboardInterrupt or was caused by it: one that arrives
+    inside compiled code or a simulation step can come out wrapped (a numba kernel raises
+    SystemError, SimPy raises a copy of a failed process's exception)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        if isinstance(item, KeyboardInterrupt):
+            return True
+        seen.add(id(item))
+        todo += [item.__cause__, item.__context__]
+    return False
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what the closed pipe
+    did not take fails silently instead of printing "Exception ignored"."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -198,6 +318,21 @@ def _resolve(args: argparse.Namespace) -> Any:
     from emu.soc.config import load_config
 
     return load_config(args.preset, args.config, args.overrides)
+
+
+def _outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """The `--trace` file and `--dump` folder, checked before any work (the rules are
+    `emu.report.outputs`'s), or None for each not asked for."""
+    from emu.errors import InputError
+    from emu.report import outputs
+
+    trace = None if args.trace is None else outputs.check_file("--trace", args.trace)
+    dump_path = getattr(args, "dump", None)
+    dump = None if dump_path is None else outputs.check_folder("--dump", dump_path)
+    if (trace is not None and dump is not None
+            and os.path.abspath(trace) == os.path.abspath(dump)):
+        raise InputError(f"--trace {args.trace}: is the --dump folder too")
+    return trace, dump
 
 
 def _emit_json(doc: Any) -> None:
@@ -267,19 +402,21 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _pointcloud(args: argparse.Namespace) -> int:
+    import contextlib
+
     from emu.errors import InputError
     from emu.report.document import dumps, provenance, provenance_line, write_atomic
+    from emu.report.outputs import staged_folder
     from emu.report.table import render
     from emu.report.trace import chrome_trace_many
     from emu.workloads.pointcloud import runner
     from emu.workloads.pointcloud.params import MODELS
 
-    resolved = _resolve(args)  # a bad configuration stops the run before any work
+    trace, dump = _outputs(args)  # bad output paths and configuration stop the run before
+    resolved = _resolve(args)     # any work
     params = MODELS[args.model]
     impls = list(dict.fromkeys(args.impl or ["cpu", "dsp1", "dsp2"]))
     if args.synthetic is not None:
-        if args.synthetic < 1 or (args.points is not None and args.points < 1):
-            raise InputError("--synthetic and --points must be at least 1")
         frames = runner.synthetic(params, args.synthetic, args.seed, args.points)
     else:
         if args.points is not None:
@@ -289,16 +426,22 @@ def _pointcloud(args: argparse.Namespace) -> int:
         if frame.points_dropped:
             print(f"emu: warning: {frame.name}: only the first {params.max_input_points} points "
                   f"are processed, {frame.points_dropped} dropped", file=sys.stderr)
-    with _progress(args, args.model) as progress:
-        report, sessions = runner.run(args.model, impls, frames, preset=args.preset,
-                                      config_file=args.config, overrides=args.overrides,
-                                      trace=args.trace is not None, dump=args.dump,
-                                      dump_format=args.dump_format, progress=progress)
-    if args.trace:
-        doc = chrome_trace_many([(impl, s.soc.recorder.recording)
-                                 for impl, s in zip(impls, sessions, strict=True)],
-                                {"preset": args.preset, "model": args.model})
-        write_atomic(args.trace, dumps(doc))
+    trace_text = None
+    with contextlib.ExitStack() as stack:  # the dump is written aside, in place at the end
+        staged = None if dump is None else stack.enter_context(staged_folder(dump))
+        with _progress(args, args.model) as progress:
+            report, sessions = runner.run(args.model, impls, frames, preset=args.preset,
+                                          config_file=args.config, overrides=args.overrides,
+                                          trace=trace is not None,
+                                          dump=None if staged is None else str(staged),
+                                          dump_format=args.dump_format, progress=progress)
+        if trace is not None:
+            trace_text = dumps(chrome_trace_many(
+                [(impl, s.soc.recorder.recording)
+                 for impl, s in zip(impls, sessions, strict=True)],
+                {"preset": args.preset, "model": args.model}))
+    if trace is not None and trace_text is not None:  # after the dump: it may go inside it
+        write_atomic(trace, trace_text)
     prov = provenance(resolved, args.seed if args.synthetic is not None else None)
     report["provenance"] = prov
     if args.json:
@@ -334,20 +477,22 @@ def _dsp(args: argparse.Namespace) -> int:
     from emu.runtime import session
     from emu.workloads import dsp_ops
 
-    resolved = _resolve(args)  # a bad configuration stops the run before any work
+    trace, _ = _outputs(args)  # bad output paths, configuration and sizes stop the run
+    resolved = _resolve(args)  # before any work
     run = dsp_ops.DspRun(args.op, args.shape, args.axis, args.dtype, args.mode, args.per_axis,
                          args.core, args.rpcs, args.priority, args.seed)
+    _check_pool(run, resolved.soc.mem)
     with session.Session(args.preset, args.config, args.overrides,
-                         trace=args.trace is not None) as sess:
+                         trace=trace is not None) as sess:
         result = dsp_ops.execute(run)
     failed = [call["error"] for call in result["rpcs"] if call["status"] != "ok"]
     if failed:
         raise InputError(f"dsp {run.op}: {failed[0]}")
     prov = provenance(resolved, args.seed)
     result = {"preset": args.preset, **result, "provenance": prov}
-    if args.trace:
-        trace = chrome_trace(sess.soc.recorder.recording, {"preset": args.preset})
-        write_atomic(args.trace, dumps(trace))
+    if trace is not None:
+        write_atomic(trace, dumps(chrome_trace(sess.soc.recorder.recording,
+                                               {"preset": args.preset})))
     if args.json:
         _emit_json(result)
         return EXIT_OK
@@ -367,6 +512,20 @@ def _dsp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_pool(run: Any, mem: Any) -> None:
+    """Refuse a --shape whose buffers, over all --rpcs calls, the pool (`mem`, the
+    configuration's) could not hold, before any data is generated or allocated."""
+    from emu.errors import InputError
+    from emu.workloads import dsp_ops
+
+    needed = dsp_ops.pool_bytes(run, mem.alignment_bytes)
+    if needed > mem.pool_bytes:
+        calls = f" over --rpcs {run.rpcs} calls" if run.rpcs > 1 else ""
+        raise InputError(f"--shape {','.join(map(str, run.shape))}: {run.op} needs "
+                         f"{needed} B of pool memory for its buffers{calls}, more than "
+                         f"mem.pool_bytes ({mem.pool_bytes} B)")
+
+
 def _scenario(args: argparse.Namespace) -> int:
     import importlib
 
@@ -374,17 +533,18 @@ def _scenario(args: argparse.Namespace) -> int:
     from emu.report.table import render
     from emu.report.trace import chrome_trace
 
-    resolved = _resolve(args)  # a bad configuration stops the run before any work
+    trace, _ = _outputs(args)  # bad output paths and configuration stop the run before
+    resolved = _resolve(args)  # any work
     item = next(s for s in scenario_registry.scenarios() if s.name == args.scenario)
     module = importlib.import_module(item.module)
     options = {option.name: getattr(args, option.name) for option in item.options}
     with _progress(args, f"scenario {item.name}") as progress:
         results, sess = module.run_scenario(options, args.preset, args.config,
-                                            args.overrides, args.trace is not None, progress)
+                                            args.overrides, trace is not None, progress)
     report = session_report(sess, f"scenario {item.name}", results, options.get("seed"))
-    if args.trace:
-        trace = chrome_trace(sess.soc.recorder.recording, {"preset": resolved.preset})
-        write_atomic(args.trace, dumps(trace))
+    if trace is not None:
+        write_atomic(trace, dumps(chrome_trace(sess.soc.recorder.recording,
+                                               {"preset": resolved.preset})))
     if args.json:
         _emit_json(report)
         return EXIT_OK

@@ -36,15 +36,36 @@ if TYPE_CHECKING:
     from emu.mem.cache import CacheHierarchy
 
 
+CLEAN, INVALIDATE = "clean", "invalidate"
+
+
+@dataclass(frozen=True)
+class CacheMaintenance:
+    """Clean (write back dirty lines, keep them) or invalidate (drop them) a byte range in
+    every CPU cache, as hbSysFlushMem does."""
+
+    op: str
+    start: int
+    nbytes: int
+
+    def __post_init__(self) -> None:
+        if self.op not in (CLEAN, INVALIDATE):
+            raise ValueError(f"cache maintenance: unknown op {self.op!r}")
+        if self.start < 0 or self.nbytes < 0:
+            raise ValueError(f"cache maintenance: negative range {self.start}+{self.nbytes}")
+
+
 @dataclass(frozen=True)
 class CpuWork:
-    """One piece of CPU work: op counts plus the memory addresses it touched, in order."""
+    """One piece of CPU work: op counts plus the memory addresses it touched, in order, or a
+    cache-maintenance operation."""
 
     name: str
     ops: int
     fdivs: int = 0
     addrs: np.ndarray | None = None
     is_write: np.ndarray | None = None
+    maintenance: CacheMaintenance | None = None
 
 
 class CpuCluster(CoreGroup):
@@ -85,25 +106,41 @@ class CpuCluster(CoreGroup):
 
     def execute(self, work: CpuWork, core: int) -> Generator[simpy.Event, Any, None]:
         """Run `work` on `core` now (for code already holding the core, e.g. the host)."""
-        stalls = ddr_reads = nbytes = 0
+        stalls = ddr_reads = nbytes = written = written_bytes = 0
+        cycles = 0
+        if work.maintenance is not None:
+            m = work.maintenance
+            if m.op == CLEAN:
+                written = self.caches.clean(m.start, m.nbytes)
+                self.count("lines_cleaned", written)
+            else:
+                self.count("lines_invalidated", self.caches.invalidate(m.start, m.nbytes))
+            lines = timing.lines_in_range(m.start, m.nbytes, self.cfg.line_bytes)
+            self.count("maintenance_ops", lines)
+            cycles += timing.maintenance_cycles(lines, self.cfg)
+            nbytes += written * self.cfg.line_bytes
+            written_bytes += written * self.cfg.line_bytes
+            self.count("ddr_line_writebacks", written)
         if work.addrs is not None and len(work.addrs):
             result = self.caches.access(core, work.addrs, work.is_write)
             stalls = self.caches.stall_cycles(result)
             ddr_reads = result.ddr_reads
-            nbytes = result.ddr_bytes(self.cfg.line_bytes)
+            nbytes += result.ddr_bytes(self.cfg.line_bytes)
+            written_bytes += result.ddr_writebacks * self.cfg.line_bytes
             self.count("cache_accesses", result.accesses)
             self.count("l1_hits", result.l1_hits)
             self.count("l2_hits", result.l2_hits)
             self.count("l3_hits", result.l3_hits)
             self.count("ddr_line_reads", result.ddr_reads)
             self.count("ddr_line_writebacks", result.ddr_writebacks)
-        cycles = timing.compute_cycles(work.ops, work.fdivs, stalls, self.cfg)
+        cycles += timing.compute_cycles(work.ops, work.fdivs, stalls, self.cfg)
         self.count("cycles", cycles)
         self.count("ops", work.ops)
         yield self.env.timeout(self.clock.cycles_to_ps(cycles))
         if nbytes:
-            latency = timing.miss_latency_ps(ddr_reads, self.cfg, self.ddr.cfg.latency_ps)
+            latency = max(timing.miss_latency_ps(ddr_reads, self.cfg, self.ddr.cfg.latency_ps),
+                          timing.write_back_latency_ps(written, self.ddr.cfg.latency_ps))
             yield self.ddr.transfer(
-                nbytes, f"{self.path}.core{core}", latency_ps=latency,
+                nbytes, f"{self.path}.core{core}", written=written_bytes, latency_ps=latency,
                 cap_bytes_per_s=self.cfg.ddr_port_bytes_per_s,
             )

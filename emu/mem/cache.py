@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from emu.jit import njit, njit_inline
-from emu.soc.config import CacheLevelConfig, CpuConfig
+from emu.soc.config import CacheLevelConfig, CpuConfig, L1Config
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -131,7 +131,7 @@ class CacheArrays:
         self.dirty.fill(0)
 
 
-def _sets_of(level: CacheLevelConfig, line_bytes: int, name: str) -> int:
+def _sets_of(level: L1Config | CacheLevelConfig, line_bytes: int, name: str) -> int:
     """Number of sets of one level; rejects a geometry that is not a power of two of sets."""
     set_bytes = line_bytes * level.ways
     sets = level.size_bytes // set_bytes if level.ways >= 1 else 0

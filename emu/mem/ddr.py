@@ -3,9 +3,11 @@
 A transfer waits the DDR latency, then its bytes flow at a rate the DDR assigns. With the
 `fair` policy the bandwidth is shared max-min fairly among the transfers in flight: each
 gets an equal share, except that a requester capped below its share (a port narrower than
-the DDR) keeps its cap and leaves the rest to the others. A transfer alone therefore takes
-`latency + bytes / min(bandwidth, cap)`; two equal transfers started together each take
-about twice the solo bandwidth time, and every byte asked for is moved exactly once.
+the DDR) keeps its cap and leaves the rest to the others. With `in_order` the oldest
+transfer takes all it can and later ones share what is left, in arrival order. A transfer
+alone therefore takes `latency + bytes / min(bandwidth, cap)`; two equal transfers started
+together each take about twice the solo bandwidth time (fair), and every byte asked for is
+moved exactly once.
 
 The model is event-driven on arrivals and departures only: rates are recomputed when a
 transfer starts or ends, and the next completion is scheduled directly, so the number of
@@ -52,9 +54,20 @@ def _share_fairly(total: Fraction, flows: list[_Flow]) -> None:
         left -= flow.rate
 
 
+def _share_in_order(total: Fraction, flows: list[_Flow]) -> None:
+    """First come, first served: each transfer in arrival order takes all it can (its cap)
+    of what the earlier ones left."""
+    left = total
+    for flow in sorted(flows, key=lambda f: f.flow_id):
+        flow.rate = left if flow.cap is None or flow.cap >= left else flow.cap
+        left -= flow.rate
+
+
 # Bandwidth-sharing policies by name; `emu list` prints them.
 POLICIES: dict[str, tuple[Callable[[Fraction, list[_Flow]], None], str]] = {
     "fair": (_share_fairly, "max-min fair sharing among transfers in flight (per-port caps)"),
+    "in_order": (_share_in_order, "first come, first served: the oldest transfer in flight "
+                                  "takes all it can, later ones what is left"),
 }
 
 
@@ -82,22 +95,31 @@ class Ddr(Component):
         self.bytes_by_requester: dict[str, int] = {}
 
     def transfer(
-        self, nbytes: int, requester: str, *, write: bool = False,
+        self, nbytes: int, requester: str, *, write: bool = False, written: int | None = None,
         cap_bytes_per_s: float | None = None, latency_ps: int | None = None,
     ) -> simpy.Event:
         """Move `nbytes` for `requester`; the returned event fires when the last byte lands.
 
-        `cap_bytes_per_s` is the requester's own port limit; `latency_ps` replaces the DDR
-        latency when the requester knows better (e.g. several misses in a row).
+        The bytes are reads, or writes if `write`; a mix (a CPU's line fills and write-backs)
+        gives the count of written ones in `written`. `cap_bytes_per_s` is the requester's
+        own port limit; `latency_ps` replaces the DDR latency when the requester knows
+        better (e.g. several misses in a row).
         """
         if nbytes < 0:
             raise ValueError(f"{self.path}: negative transfer size {nbytes} from {requester}")
+        if written is None:
+            written = nbytes if write else 0
+        if not 0 <= written <= nbytes:
+            raise ValueError(f"{self.path}: {written} written bytes of a {nbytes} B transfer")
         done = self.env.event()
         cap = None if cap_bytes_per_s is None else Fraction(cap_bytes_per_s) / PS_PER_S
         flow = _Flow(self._next_id, requester, nbytes, write, Fraction(nbytes), cap, done)
         self._next_id += 1
         self.count("transfers")
-        self.count("bytes_written" if write else "bytes_read", nbytes)
+        if write or written:
+            self.count("bytes_written", written)
+        if not write:
+            self.count("bytes_read", nbytes - written)
         self.bytes_by_requester[requester] = self.bytes_by_requester.get(requester, 0) + nbytes
         wait_ps = self.cfg.latency_ps if latency_ps is None else latency_ps
         if wait_ps == 0:
@@ -143,7 +165,8 @@ class Ddr(Component):
         self._share(self._bw_bytes_per_ps, self._flows)
         in_use = sum(f.rate for f in self._flows) * PS_PER_S / 10**9
         self._track.counter("ddr", now, transfers=len(self._flows), gb_per_s=float(in_use))
-        wait = min(ceil_div(f.remaining, f.rate) for f in self._flows)
+        # A policy may leave a flow nothing for now (in_order); it waits for the next change.
+        wait = min(ceil_div(f.remaining, f.rate) for f in self._flows if f.rate > 0)
         self._timer = self.env.timeout(max(wait, 0))
         self._timer.callbacks.append(self._on_timer)
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emu import __version__
+from emu.chip import Soc
 from emu.errors import InputError
-from emu.soc.builder import Soc
+from emu.report.outputs import refuse_special
 from emu.soc.config import ResolvedConfig, format_value, get_path, load_config
 
 if TYPE_CHECKING:
@@ -70,11 +71,14 @@ def dumps(doc: Any) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file, so a failure leaves no partial file."""
+    """Write `text` to `path` through a temporary file renamed over it, so a failure or an
+    interruption leaves no partial file. Only a regular file is replaced: a folder, device,
+    named pipe or symbolic link at `path` raises InputError (`emu.report.outputs`)."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(f"{target}: folder {folder} does not exist")
+    refuse_special(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

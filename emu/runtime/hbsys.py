@@ -11,8 +11,10 @@ first; structs passed by pointer in C are filled in place.
 
 Only the CPU has caches: after the CPU writes a cached buffer that an accelerator will
 read, clean it; before the CPU reads what an accelerator wrote, invalidate it. Each call
-costs the calling host thread simulated time on an A55 core (the API call and, for a
-flush, the walk over the buffer; for a copy, the copy through the cache model).
+costs the calling host thread simulated time on an A55 core (the API call; for a flush,
+one maintenance instruction per line of the buffer acting on the cache model: a clean
+writes the dirty lines the caches hold back to DDR, an invalidate drops the lines so the
+CPU's next reads miss; for a copy, the copy through the cache model).
 
 An `hbSysMem` names a buffer of its session's pool by its physical address and its CPU
 view: `virAddr` must be the very array the allocation handed out. So a copy of the struct
@@ -29,9 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from emu.cpu.cluster import CpuWork
+from emu.cpu.cluster import CLEAN, INVALIDATE, CacheMaintenance, CpuWork
 from emu.errors import PoolError
-from emu.mem import maintenance
 from emu.mem.pool import PoolBuffer
 from emu.runtime import session, status
 
@@ -138,20 +139,19 @@ def hbSysFlushMem(mem: hbSysMem, flag: int) -> int:
         if op not in (HB_SYS_MEM_CACHE_CLEAN, HB_SYS_MEM_CACHE_INVALIDATE):
             return HB_SYS_INVALID_ARGUMENT
         if buf.cached:
-            cfg = sess.soc.config.mem
-            if op == HB_SYS_MEM_CACHE_CLEAN:
-                thread.cpu(maintenance.clean_ps(buf.size_bytes, cfg), "cache clean")
-            else:
-                thread.cpu(maintenance.invalidate_ps(buf.size_bytes, cfg), "cache invalidate")
+            kind = CLEAN if op == HB_SYS_MEM_CACHE_CLEAN else INVALIDATE
+            label = f"cache {kind}"
+            thread.cpu(CpuWork(label, ops=0, maintenance=CacheMaintenance(
+                kind, buf.phys_addr, buf.size_bytes)), label)
         return HB_SYS_SUCCESS
 
 
 def _copy_cost(sess: session.Session, buf: PoolBuffer, size: int, label: str, *,
                writes: bool) -> CpuWork:
-    # memcpy on the host core: one 16-byte load and store per 16 bytes, through the caches.
-    line = sess.soc.config.cpu.line_bytes
-    addrs = np.arange(buf.phys_addr, buf.phys_addr + size, line, dtype=np.int64)
-    return CpuWork(label, ops=2 * -(-size // 16), addrs=addrs,
+    # memcpy on the host core: one NEON load and store per vector, through the caches.
+    cpu = sess.soc.config.cpu
+    addrs = np.arange(buf.phys_addr, buf.phys_addr + size, cpu.line_bytes, dtype=np.int64)
+    return CpuWork(label, ops=2 * -(-size // cpu.vector_bytes), addrs=addrs,
                    is_write=np.full(len(addrs), writes))
 
 

@@ -33,12 +33,13 @@ from __future__ import annotations
 import abc
 import contextlib
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import simpy
 from greenlet import greenlet
 
+from emu.bpu.timing import Layer
 from emu.cpu.cluster import CpuWork
 from emu.soc.clock import PS_PER_MS
 from emu.soc.sched import ANY_CORE, PRIORITY_LOWEST, CoreGroup, Stage, Task
@@ -177,6 +178,16 @@ class HostThread(abc.ABC):
             call.link(task)
             group.submit(task)
         return self._done(task)
+
+    def run_model(self, name: str, layers: Sequence[Layer], *, priority: int = PRIORITY_LOWEST,
+                  custom_id: int = 0) -> Task:
+        """Run a model (its layers in order) on a BPU core and wait for it; the finished task
+        says how long it ran and queued. The stand-in for hbDNN's infer-and-wait until the
+        hbDNN API exists."""
+        bpu = self.soc.bpu
+        task = bpu.model_task(name, layers, priority=priority, custom_id=custom_id)
+        self.wait(self.submit(bpu, task, "bpu submit"), None, f"bpu wait {name}")
+        return task
 
     @staticmethod
     def _done(task: Task) -> simpy.Event:

@@ -32,10 +32,10 @@ from typing import Any
 
 import simpy
 
+from emu.chip import Phase, Soc
 from emu.errors import EmuError, HostThreadError, SimulationError
 from emu.runtime.host import HostThread, MainThread, SpawnedThread, WaitResult, current_fiber
-from emu.soc.builder import Phase, Soc
-from emu.soc.config import load_config
+from emu.soc.config import SocConfig, load_config
 from emu.soc.sched import ANY_CORE, PRIORITY_HIGHEST, PRIORITY_LOWEST
 
 
@@ -72,6 +72,11 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"at {self.now_ps} ps"
         return f"<emu.Session {self.serial} {self.soc.resolved.preset}, {state}>"
+
+    @property
+    def config(self) -> SocConfig:
+        """The hardware this session simulates (resolved preset, file and overrides)."""
+        return self.soc.config
 
     @property
     def now_ps(self) -> int:

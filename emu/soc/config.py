@@ -32,6 +32,7 @@ def param(
     desc: str,
     *,
     minimum: float | None = None,
+    maximum: float | None = None,
     positive: bool = False,
     power_of_two: bool = False,
     choices: tuple[str, ...] | None = None,
@@ -42,6 +43,7 @@ def param(
             "unit": unit,
             "desc": desc,
             "minimum": minimum,
+            "maximum": maximum,
             "positive": positive,
             "power_of_two": power_of_two,
             "choices": choices,
@@ -49,63 +51,121 @@ def param(
     )
 
 
+# Plausibility bounds shared by several blocks. They are far outside any chip of this class,
+# and there only to turn a slip (`freq_hz=800` meaning 800 Hz, 100000 cores) into an error
+# naming the key instead of a run that is absurd or exhausts the host's memory.
+_MIN_HZ, _MAX_HZ = 10e6, 10e9
+_MAX_CORES = 64
+_MAX_PS = 10**12  # one second
+_MAX_CYCLES = 10**9
+_MIN_BYTES_PER_S, _MAX_BYTES_PER_S = 1e6, 10e12
+
+
+def _clock(desc: str) -> Any:
+    return param("Hz", desc, minimum=_MIN_HZ, maximum=_MAX_HZ)
+
+
+def _cores(desc: str) -> Any:
+    return param("count", desc, minimum=1, maximum=_MAX_CORES)
+
+
+def _cycles(desc: str, minimum: int = 0) -> Any:
+    return param("cycles", desc, minimum=minimum, maximum=_MAX_CYCLES)
+
+
+def _time(desc: str) -> Any:
+    return param("ps", desc, minimum=0, maximum=_MAX_PS)
+
+
+def _rate(desc: str) -> Any:
+    return param("bytes/s", desc, minimum=_MIN_BYTES_PER_S, maximum=_MAX_BYTES_PER_S)
+
+
+@dataclass(frozen=True)
+class L1Config:
+    """The private L1 data cache of an A55 core.
+
+    It has no latency parameter: the load-to-use of an L1 hit is part of the in-order
+    pipeline's issue model (`cpu.issue_width`), so only hits further out stall."""
+
+    size_bytes: int = param("bytes", "capacity of one core's L1D", power_of_two=True,
+                            maximum=1 << 20)
+    ways: int = param("count", "associativity (ways per set)", minimum=1, maximum=64)
+
+
 @dataclass(frozen=True)
 class CacheLevelConfig:
-    """One level of the A55 data-cache hierarchy."""
+    """An outer level of the A55 data-cache hierarchy (L2, L3)."""
 
-    size_bytes: int = param("bytes", "capacity of one cache at this level", power_of_two=True)
-    ways: int = param("count", "associativity (ways per set)", minimum=1)
-    hit_latency_cycles: int = param("cycles", "load-to-use latency of a hit here", minimum=0)
+    size_bytes: int = param("bytes", "capacity of one cache at this level", power_of_two=True,
+                            maximum=64 << 20)
+    ways: int = param("count", "associativity (ways per set)", minimum=1, maximum=64)
+    hit_latency_cycles: int = param(
+        "cycles", "cycles a load that hits here stalls the in-order core", minimum=0,
+        maximum=10_000)
 
 
 @dataclass(frozen=True)
 class CpuConfig:
     """The A55 cluster."""
 
-    cores: int = param("count", "A55 cores in the cluster", minimum=1)
-    freq_hz: float = param("Hz", "A55 core clock", positive=True)
-    issue_width: int = param("count", "instructions issued per cycle (in-order)", minimum=1)
-    fdiv_cycles: int = param(
-        "cycles", "cycles one float32 division holds the divider (not pipelined)", minimum=1
-    )
-    line_bytes: int = param("bytes", "cache line size at every level", power_of_two=True)
-    l1d: CacheLevelConfig = param("block", "private L1 data cache of each core")
+    cores: int = _cores("A55 cores in the cluster")
+    freq_hz: float = _clock("A55 core clock")
+    issue_width: int = param("count", "instructions issued per cycle (in-order)", minimum=1,
+                             maximum=16)
+    fdiv_cycles: int = _cycles(
+        "cycles one float32 division holds the divider (not pipelined)", minimum=1)
+    line_bytes: int = param("bytes", "cache line size at every level", power_of_two=True,
+                            minimum=16, maximum=1024)
+    vector_bytes: int = param(
+        "bytes", "bytes one NEON load or store moves (memcpy, memset, image loops)",
+        power_of_two=True, minimum=4, maximum=256)
+    l1d: L1Config = param("block", "private L1 data cache of each core")
     l2: CacheLevelConfig = param("block", "private L2 cache of each core")
     l3: CacheLevelConfig = param("block", "L3 cache shared by the cluster")
     miss_overlap: int = param(
         "count", "line fills from DDR one core keeps in flight (memory-level parallelism)",
-        minimum=1,
+        minimum=1, maximum=256,
     )
-    ddr_port_bytes_per_s: float = param(
-        "bytes/s", "most DDR bandwidth one core's line fills can draw", positive=True
-    )
-    api_call_ps: int = param("ps", "CPU time of one runtime API call", minimum=0)
+    ddr_port_bytes_per_s: float = _rate("most DDR bandwidth one core's line fills can draw")
+    cache_op_cycles: int = _cycles(
+        "cycles one cache-maintenance instruction (clean or invalidate one line by address) "
+        "takes; hbSysFlushMem issues one per line of the buffer")
+    flush_call_cycles: int = _cycles(
+        "fixed cost of one hbSysFlushMem on a cached buffer (system call, barriers)")
+    api_call_ps: int = _time("CPU time of one runtime API call")
 
 
 @dataclass(frozen=True)
 class BpuConfig:
     """The BPU (Bayes) neural-network cores."""
 
-    cores: int = param("count", "BPU cores", minimum=1)
-    freq_hz: float = param("Hz", "BPU clock", positive=True)
-    macs_per_cycle: int = param("count", "int8 multiply-accumulates per cycle per core", minimum=1)
-    sram_bytes: int = param("bytes", "on-chip SRAM per core", positive=True)
-    ddr_port_bytes_per_s: float = param(
-        "bytes/s", "most DDR bandwidth one BPU core can draw", positive=True
-    )
-    task_overhead_ps: int = param("ps", "fixed cost of starting a task on a core", minimum=0)
+    cores: int = _cores("BPU cores")
+    freq_hz: float = _clock("BPU clock")
+    macs_per_cycle: int = param("count", "int8 multiply-accumulates per cycle per core",
+                                minimum=1, maximum=10**7)
+    sram_bytes: int = param("bytes", "on-chip SRAM per core", positive=True, maximum=1 << 30)
+    ddr_port_bytes_per_s: float = _rate("most DDR bandwidth one BPU core can draw")
+    task_overhead_ps: int = _time("fixed cost of starting a task on a core")
 
 
 @dataclass(frozen=True)
 class TcmConfig:
     """The local data RAMs of one vDSP core."""
 
-    banks: int = param("count", "TCM banks per core", minimum=1)
-    bank_bytes: int = param("bytes", "capacity of one TCM bank", positive=True)
-    sub_banks: int = param("count", "sub-banks per TCM bank (gather/scatter conflicts)", minimum=1)
+    banks: int = param("count", "TCM banks per core", minimum=1, maximum=16)
+    bank_bytes: int = param("bytes", "capacity of one TCM bank", positive=True,
+                            maximum=16 << 20)
+    sub_banks: int = param("count", "sub-banks per TCM bank (gather/scatter conflicts)",
+                           minimum=1, maximum=1024)
     sub_bank_width_bytes: int = param(
         "bytes", "bytes one sub-bank serves per access; consecutive words rotate sub-banks",
-        power_of_two=True, minimum=4,
+        power_of_two=True, minimum=4, maximum=64,
+    )
+    access_bytes: int = param(
+        "bytes", "bytes a bank serves per cycle to the core or the iDMA; each such access by "
+        "the iDMA to the bank a kernel works on costs the kernel a memory cycle",
+        power_of_two=True, minimum=4, maximum=1024,
     )
     reserved_bytes: int = param(
         "bytes", "bytes of each bank taken by runtime and tile-manager metadata", minimum=0
@@ -116,77 +176,68 @@ class TcmConfig:
 class IdmaConfig:
     """The iDMA engine of one vDSP core."""
 
-    channels: int = param("count", "iDMA channels", minimum=1)
-    queue_depth: int = param("count", "descriptors a channel's queue holds", minimum=1)
+    channels: int = param(
+        "count", "iDMA channels; tile loads use the first half (rounded up), stores the rest "
+        "(one channel: both)", minimum=1, maximum=64)
+    queue_depth: int = param("count", "descriptors a channel's queue holds", minimum=1,
+                             maximum=4096)
     bytes_per_cycle: float = param(
-        "bytes/cycle", "peak iDMA bandwidth per channel, in DSP cycles", positive=True
+        "bytes/cycle", "peak iDMA bandwidth per channel, in DSP cycles", positive=True,
+        maximum=4096,
     )
-    descriptor_latency_cycles: int = param(
-        "cycles", "fixed cost of one descriptor (fetch, setup, completion)", minimum=0
-    )
+    descriptor_latency_cycles: int = _cycles(
+        "fixed cost of one descriptor (fetch, setup, completion)")
 
 
 @dataclass(frozen=True)
 class VdspConfig:
     """The Vision-P6-style vDSP cores."""
 
-    cores: int = param("count", "vDSP cores", minimum=1)
-    freq_hz: float = param("Hz", "DSP clock", positive=True)
-    vliw_slots: int = param("count", "issue slots per VLIW bundle", minimum=1)
-    simd_bits: int = param("count", "SIMD register width in bits", power_of_two=True, minimum=8)
+    cores: int = _cores("vDSP cores")
+    freq_hz: float = _clock("DSP clock")
+    vliw_slots: int = param("count", "issue slots per VLIW bundle", minimum=1, maximum=32)
     loads_per_bundle: int = param(
-        "count", "vector memory ops per bundle (loads, or loads plus stores)", minimum=1
+        "count", "vector memory ops per bundle (loads, or loads plus stores)", minimum=1,
+        maximum=16,
     )
-    stores_per_bundle: int = param("count", "vector stores per bundle", minimum=1)
-    fdiv_cycles: int = param(
-        "cycles", "cycles a vector float32 division stalls issue (not pipelined)", minimum=1
-    )
-    gather_access_cycles: int = param(
-        "cycles", "cycles of the gather/scatter unit per serialised sub-bank access", minimum=1
-    )
-    kernel_call_cycles: int = param(
-        "cycles", "fixed cost of entering a kernel on a tile (prologue, loop setup)", minimum=0
-    )
+    stores_per_bundle: int = param("count", "vector stores per bundle", minimum=1, maximum=16)
+    fdiv_cycles: int = _cycles(
+        "cycles a vector float32 division stalls issue (not pipelined)", minimum=1)
+    gather_access_cycles: int = _cycles(
+        "cycles of the gather/scatter unit per serialised sub-bank access", minimum=1)
+    kernel_call_cycles: int = _cycles(
+        "fixed cost of entering a kernel on a tile (prologue, loop setup)")
     tcm: TcmConfig = param("block", "local data RAM (TCM) of each core")
     idma: IdmaConfig = param("block", "iDMA engine of each core")
-    rpc_submit_ps: int = param(
-        "ps", "ARM-to-DSP RPC message: from hbDSPRpc until the DSP queue holds the task",
-        minimum=0,
-    )
-    rpc_return_ps: int = param(
-        "ps", "DSP-to-ARM completion: from the task's end until the waiting host sees it",
-        minimum=0,
-    )
-    operator_dispatch_cycles: int = param(
-        "cycles", "DSP-side cost of decoding an RPC and entering its operator", minimum=0
-    )
+    rpc_submit_ps: int = _time(
+        "ARM-to-DSP RPC message: from hbDSPRpc until the DSP queue holds the task")
+    rpc_return_ps: int = _time(
+        "DSP-to-ARM completion: from the task's end until the waiting host sees it")
+    operator_dispatch_cycles: int = _cycles(
+        "DSP-side cost of decoding an RPC and entering its operator")
 
 
-DDR_POLICIES = ("fair",)
+DDR_POLICIES = ("fair", "in_order")  # the names of `emu.mem.ddr.POLICIES`
 
 
 @dataclass(frozen=True)
 class DdrConfig:
     """The DDR every block's traffic shares."""
 
-    bw_bytes_per_s: float = param("bytes/s", "peak DDR bandwidth shared by all", positive=True)
-    latency_ps: int = param("ps", "latency of a transfer before data flows", minimum=0)
+    bw_bytes_per_s: float = _rate("peak DDR bandwidth shared by all")
+    latency_ps: int = param("ps", "latency of a transfer before data flows", minimum=0,
+                            maximum=10**9)
     policy: str = param("name", "how concurrent transfers share bandwidth", choices=DDR_POLICIES)
 
 
 @dataclass(frozen=True)
 class MemConfig:
-    """The CMA/ION pool and the cost of CPU cache maintenance on it."""
+    """The CMA/ION pool."""
 
-    pool_bytes: int = param("bytes", "size of the CMA/ION pool in DDR", positive=True)
-    alignment_bytes: int = param("bytes", "alignment of every pool allocation", power_of_two=True)
-    clean_bytes_per_s: float = param(
-        "bytes/s", "rate of a cache clean (write back) over a cached buffer", positive=True
-    )
-    invalidate_bytes_per_s: float = param(
-        "bytes/s", "rate of a cache invalidate over a cached buffer", positive=True
-    )
-    maintenance_call_ps: int = param("ps", "fixed cost of one clean/invalidate call", minimum=0)
+    pool_bytes: int = param("bytes", "size of the CMA/ION pool in DDR", positive=True,
+                            maximum=64 << 30)
+    alignment_bytes: int = param("bytes", "alignment of every pool allocation", power_of_two=True,
+                                 maximum=1 << 30)
 
 
 @dataclass(frozen=True)
@@ -290,6 +341,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
 
 
 def _read_preset(name: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -402,17 +455,27 @@ def _coerce(key: str, raw: Any, kind: type, meta: Mapping[str, Any]) -> Any:
     if meta["positive"] and not value > 0:
         raise ConfigError(f"{key}: must be greater than 0, got {raw!r}")
     if meta["minimum"] is not None and value < meta["minimum"]:
-        raise ConfigError(f"{key}: must be at least {meta['minimum']:g}, got {raw!r}")
+        hint = f" (a plain number is in {unit}: write e.g. {raw}MHz)" \
+            if unit == "Hz" and not isinstance(raw, str) else ""
+        raise ConfigError(f"{key}: must be at least {_bound(meta['minimum'], unit)}, "
+                          f"got {raw!r}{hint}")
+    if meta["maximum"] is not None and value > meta["maximum"]:
+        raise ConfigError(f"{key}: must be at most {_bound(meta['maximum'], unit)}, got {raw!r} "
+                          "(beyond any plausible chip of this class)")
     if meta["power_of_two"] and not (value > 0 and math.log2(value).is_integer()):
         raise ConfigError(f"{key}: must be a power of two, got {raw!r}")
     return value
+
+
+def _bound(value: float, unit: str) -> str:
+    return format_quantity(int(value) if float(value).is_integer() else value, unit)
 
 
 def _check_consistency(soc: SocConfig) -> None:
     """Rules that relate several fields: hardware that cannot exist."""
     line = soc.cpu.line_bytes
     for level in ("l1d", "l2", "l3"):
-        cache: CacheLevelConfig = getattr(soc.cpu, level)
+        cache: L1Config | CacheLevelConfig = getattr(soc.cpu, level)
         lines = cache.size_bytes // line
         if lines < cache.ways or lines % cache.ways:
             raise ConfigError(
@@ -424,6 +487,9 @@ def _check_consistency(soc: SocConfig) -> None:
             raise ConfigError(
                 f"cpu.{level}.ways: {cache.ways} ways give {sets} sets, which is not a power of two"
             )
+    if soc.cpu.vector_bytes > line:
+        raise ConfigError(f"cpu.vector_bytes: a {soc.cpu.vector_bytes} B vector does not fit a "
+                          f"{line} B cache line (cpu.line_bytes)")
     tcm = soc.vdsp.tcm
     if tcm.reserved_bytes >= tcm.bank_bytes:
         raise ConfigError(

@@ -48,6 +48,11 @@ class VdspCore(Component):
             IdmaChannel(f"ch{i}", idma, env, cfg.idma, clock, ddr, recorder)
             for i in range(cfg.idma.channels)
         ]
+        # Tile loads go to the first half of the channels, stores to the rest, so reads
+        # and write-backs never queue behind each other (one channel carries both).
+        half = -(-len(self.channels) // 2)
+        self.load_channels = self.channels[:half]
+        self.store_channels = self.channels[half:] or self.channels
 
     def compute(self, kernel: Callable[..., Any], *args: Any) -> timing.KernelCycles:
         """Run `kernel(ctx, *args)` on this core's TCM; the cycles it costs."""

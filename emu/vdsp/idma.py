@@ -124,6 +124,7 @@ class IdmaChannel(Component):
             self.busy_ps += self.env.now - start
             self.count("descriptors")
             self.count("bytes_in" if desc.to_tcm else "bytes_out", desc.nbytes)
+            self.count("busy_in_ps" if desc.to_tcm else "busy_out_ps", self.env.now - start)
             self.track.slice(desc.label, start, self.env.now, bytes=desc.nbytes)
             done.succeed()
 

@@ -3,8 +3,9 @@
 The core has `vdsp.tcm.banks` banks of `bank_bytes`, laid out back to back in one byte
 array that the ISA emulation reads and writes. The start of every bank is taken by runtime
 and tile-manager metadata (`reserved_bytes`); operators allocate tile buffers from the rest,
-per bank, with 64-byte alignment (one vector). A tile that does not fit raises `DspError`
-naming the bank and the free space, which fails the RPC task that asked.
+per bank, aligned to one vector (`isa.VECTOR_BYTES`, as aligned vector loads need). A tile
+that does not fit raises `DspError` naming the bank and the free space, which fails the RPC
+task that asked.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from emu.errors import DspError, PoolError
 from emu.mem.pool import CmaPool, PoolBuffer
 from emu.soc.component import Component
 from emu.soc.config import TcmConfig
-
-VECTOR_ALIGN_BYTES = 64
+from emu.vdsp.isa import VECTOR_BYTES as VECTOR_ALIGN_BYTES
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ back on another channel while tile k+1 is computed. Each tile's input and output
 sit in one TCM bank and consecutive tiles alternate banks, so the DMA of one tile and the
 compute of the next touch different memories (as the seed's DSP sample does). With
 `same_bank=True` every buffer is placed in bank 0: the DMA then competes with the core for
-that bank, and each 64-byte DMA beat into the bank the core is computing on steals one of
-the kernel's memory-access cycles.
+that bank (`timing.bank_conflict_cycles`). Loads go round-robin over the core's load
+channels and stores over its store channels, so a tile with several descriptors moves them
+in parallel.
 
 Overlap is not assumed: it emerges from the channels, the DDR and the core running as
 separate simulation processes, and shows in the trace as slices on the channel tracks next
@@ -27,8 +28,8 @@ import simpy
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp.cores import VdspCore
 from emu.vdsp.idma import Descriptor, IdmaChannel
-from emu.vdsp.tcm import VECTOR_ALIGN_BYTES, TcmBuffer
-from emu.vdsp.timing import KernelCycles
+from emu.vdsp.tcm import TcmBuffer
+from emu.vdsp.timing import KernelCycles, bank_conflict_cycles
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def stream(
     env = slot.env
     if first >= plan.tiles:
         return None
-    load, store = core.channels[0], core.channels[min(1, len(core.channels) - 1)]
+    turns = {"load": 0, "store": 0}  # the next channel of each direction, round-robin
     banks = [0, 0] if same_bank else [0, 1 % core.cfg.tcm.banks]
     buffers: list[tuple[TcmBuffer, TcmBuffer]] = []
     try:
@@ -92,10 +93,14 @@ def stream(
                 steps[k] = plan.step(k, *buffers[k % 2])
             return steps[k]
 
-        def issue(descs: list[Descriptor], channel: IdmaChannel) -> Generator[
+        def issue(descs: list[Descriptor], direction: str) -> Generator[
                 simpy.Event, Any, list[simpy.Event]]:
+            channels: list[IdmaChannel] = (core.load_channels if direction == "load"
+                                           else core.store_channels)
             events = []
             for desc in descs:
+                channel = channels[turns[direction] % len(channels)]
+                turns[direction] += 1
                 events.append((yield from channel.copy(desc)))
             return events
 
@@ -117,14 +122,14 @@ def stream(
 
             env.all_of(events).callbacks.append(record)
 
-        loaded = yield from issue(step(first).loads, load)
+        loaded = yield from issue(step(first).loads, "load")
         stored: dict[int, list[simpy.Event]] = {}
         for k in range(first, plan.tiles):
             yield env.all_of(loaded)
             nxt = k + 1 < plan.tiles and not slot.preempt_requested()
             if nxt:
                 issued_at[k + 1] = env.now
-                loaded = yield from issue(step(k + 1).loads, load)
+                loaded = yield from issue(step(k + 1).loads, "load")
             if k - 2 in stored:  # tile k writes the output buffer tile k-2 used
                 yield env.all_of(stored.pop(k - 2))
                 del steps[k - 2]
@@ -141,7 +146,7 @@ def stream(
                              bank_stall=stall, bound=cycles.bound,
                              tcm_bank=buffers[k % 2][0].bank)
             computed = (start, env.now)
-            stored[k] = yield from issue(step(k).stores, store)
+            stored[k] = yield from issue(step(k).stores, "store")
             occupancy(k, computed, stored[k])
             if k + 1 < plan.tiles and not nxt:
                 yield env.all_of([e for evs in stored.values() for e in evs])
@@ -157,7 +162,7 @@ def stream(
 def _bank_conflict_cycles(
     core: VdspCore, bank: int, busy: list[Descriptor], cycles: KernelCycles,
 ) -> int:
-    """Cycles the core loses to DMA into or out of the bank it is computing on."""
+    """Cycles the core loses to the DMA (`busy`) into or out of the bank it computes on."""
     dma_bytes = 0
     for desc in busy:
         side = desc.dst if desc.to_tcm else desc.src
@@ -165,4 +170,4 @@ def _bank_conflict_cycles(
             dma_bytes += desc.nbytes
     if dma_bytes:
         core.count("bank_conflict_bytes", dma_bytes)
-    return min(dma_bytes // VECTOR_ALIGN_BYTES, cycles.memory_ops)
+    return bank_conflict_cycles(dma_bytes, cycles.memory_ops, core.cfg)

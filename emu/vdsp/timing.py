@@ -13,6 +13,10 @@ conflict depth (the most distinct words any one sub-bank must serve) times
 sets the loop's pace. Float division is not pipelined: each vector division stalls issue for
 `fdiv_cycles` (less the one cycle its slot accounts for) — which is why replacing a division
 by a multiplication with a precomputed reciprocal is a real optimisation.
+
+The TCM bank a kernel works on serves one access of `tcm.access_bytes` per cycle; iDMA
+traffic into or out of that bank while the kernel runs takes accesses from it, and each
+costs the kernel one memory cycle (at most one per memory op it issues).
 """
 
 from __future__ import annotations
@@ -56,6 +60,23 @@ class KernelCycles:
     def bound(self) -> str:
         """What limits the loop: 'slots' or 'gather'."""
         return "gather" if self.gather_cycles > self.bundles else "slots"
+
+
+def bank_conflict_cycles(dma_bytes: int, memory_ops: int, vdsp: VdspConfig) -> int:
+    """Cycles a kernel with `memory_ops` vector memory ops loses to `dma_bytes` of iDMA
+    traffic in its own TCM bank."""
+    if min(dma_bytes, memory_ops) < 0:
+        raise ValueError(f"negative counts: {dma_bytes=}, {memory_ops=}")
+    return min(ceil_div(dma_bytes, vdsp.tcm.access_bytes), memory_ops)
+
+
+def table_fill_cycles(entries: int, tables: int, vdsp: VdspConfig) -> int:
+    """Cycles of the scalar set-up code that writes `tables` tables of `entries` 32-bit words
+    into TCM: per vector of words, one op to assemble it and one store."""
+    if min(entries, tables) < 0:
+        raise ValueError(f"negative counts: {entries=}, {tables=}")
+    vectors = tables * ceil_div(entries, isa.VECTOR_BYTES // 4)
+    return bundle_cycles(0, vectors, vectors, vdsp)
 
 
 def kernel_cycles(counters: npt.NDArray[np.int64], vdsp: VdspConfig) -> KernelCycles:

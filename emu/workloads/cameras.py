@@ -62,7 +62,6 @@ class CameraParams:
 # Output tensor of the synthetic detector: stride-8 feature map, 64 int8 channels.
 _OUT_STRIDE = 8
 _OUT_CHANNELS = 64
-_NEON_BYTES = 16
 
 
 def synthetic_network(name: str, gmacs: float, in_bytes: int, out_bytes: int,
@@ -81,10 +80,11 @@ def synthetic_network(name: str, gmacs: float, in_bytes: int, out_bytes: int,
     return layers
 
 
-def downscale_addresses(width: int, height: int, src: int, dst: int) -> tuple[np.ndarray,
-                                                                               np.ndarray]:
-    """Addresses of a 2x downscale loop, one per 16-byte NEON access, in program order."""
-    step = _NEON_BYTES
+def downscale_addresses(width: int, height: int, src: int, dst: int, vector_bytes: int,
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Addresses of a 2x downscale loop, one per NEON access of `vector_bytes`, in program
+    order."""
+    step = vector_bytes
     rows = np.arange(height // 2, dtype=np.int64)
     cols = np.arange(0, width, 2 * step, dtype=np.int64)
     top = src + (2 * rows[:, None]) * width + cols[None, :]
@@ -142,7 +142,8 @@ class _Camera:
         output, scores = self._alloc(len(blob)), self._alloc(4 * math.prod(out_shape))
         assert output.virAddr is not None
         output.virAddr[:] = np.frombuffer(blob, np.uint8)
-        addrs, writes = downscale_addresses(p.width, p.height, image.phyAddr, small.phyAddr)
+        addrs, writes = downscale_addresses(p.width, p.height, image.phyAddr, small.phyAddr,
+                                            session.current().config.cpu.vector_bytes)
         ctrl = hbdsp.hbDSPRpcCtrlParam()
         hbdsp.HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
         ctrl.rpcCmd, ctrl.priority = nn.CMD_DEQUANTIZE, self.priority
@@ -156,8 +157,7 @@ class _Camera:
     def _frame(self, index: int, image: hbsys.hbSysMem, small: hbsys.hbSysMem,
                output: hbsys.hbSysMem, scores: hbsys.hbSysMem, ctrl: hbdsp.hbDSPRpcCtrlParam,
                downscale: CpuWork) -> None:
-        sess, thread = session.caller()
-        soc = sess.soc
+        _sess, thread = session.caller()
         times = FrameTimes(index, self.first_ps + index * self.period_ps)
         if thread.now_ps < times.arrival_ps:
             thread.sleep(times.arrival_ps - thread.now_ps, f"frame {index} due")
@@ -168,9 +168,8 @@ class _Camera:
         thread.cpu(downscale, f"downscale {index}")
         hbsys.hbSysFlushMem(small, hbsys.HB_SYS_MEM_CACHE_CLEAN)
 
-        model = soc.bpu.model_task(f"cam{self.cam} frame {index}", self.network,
-                                   priority=self.priority, custom_id=index)
-        thread.wait(thread.submit(soc.bpu, model, "bpu submit"), None, f"bpu wait {index}")
+        model = thread.run_model(f"cam{self.cam} frame {index}", self.network,
+                                 priority=self.priority, custom_id=index)
 
         ctrl.customId = index
         rc, task = hbdsp.hbDSPRpc(output, scores, ctrl)
@@ -291,7 +290,7 @@ def _results(params: CameraParams, period_ps: int, cameras: list[_Camera],
                            "bpu_ms": _ms(f.bpu_ps), "dsp_ms": _ms(f.dsp_ps),
                            "wait_ms": _ms(f.wait_ps)} for f in camera.frames],
         })
-    bpu = sess.soc.bpu.stats()
+    bpu = sess.stats()["bpu"]
     return {
         "params": {f.name: getattr(params, f.name) for f in fields(params)},
         "period_ms": _ms(period_ps),

@@ -16,9 +16,17 @@ import numpy as np
 
 from emu.errors import InputError
 from emu.runtime import hbdsp, hbsys, session
-from emu.soc.clock import PS_PER_MS
+from emu.soc.clock import PS_PER_MS, Clock
 from emu.vdsp.ops import nn
-from emu.vdsp.ops.tensor_args import MODE_SCALE, MODE_SHIFT, TYPE_F32, TYPE_S8, TYPE_U8, pack
+from emu.vdsp.ops.tensor_args import (
+    MODE_SCALE,
+    MODE_SHIFT,
+    TYPE_F32,
+    TYPE_S8,
+    TYPE_U8,
+    pack,
+    packed_bytes,
+)
 
 OPS = {
     "softmax": (nn.CMD_SOFTMAX, "float32 softmax along --axis"),
@@ -55,13 +63,36 @@ class DspRun:
             raise InputError("--core is any, 0 or 1; --rpcs >= 1; --priority 0..255")
 
 
+# Bytes per element of each operator's input and output tensor.
+ELEMENT_BYTES = {"softmax": (4, 4), "quantize": (4, 1), "dequantize": (1, 4)}
+PING_BYTES = 64
+
+
+def buffer_bytes(run: DspRun) -> tuple[int, int]:
+    """The sizes of one call's input buffer (header, parameters, tensor) and output buffer,
+    known before any data is generated."""
+    if run.op == "ping":
+        return PING_BYTES, PING_BYTES
+    elements = math.prod(run.shape)
+    in_size, out_size = ELEMENT_BYTES[run.op]
+    n = run.shape[run.axis] if run.per_axis else 1
+    params = 0 if run.op == "softmax" else (2 * n if run.mode == "scale" else n)
+    return packed_bytes(elements * in_size, params), elements * out_size
+
+
+def pool_bytes(run: DspRun, alignment_bytes: int) -> int:
+    """Pool memory all of a run's calls take, each buffer rounded up to the alignment."""
+    return run.rpcs * sum(-(-size // alignment_bytes) * alignment_bytes
+                          for size in buffer_bytes(run))
+
+
 def _input(run: DspRun, rng: np.random.Generator) -> tuple[bytes, int]:
     """The input buffer contents and the output size in bytes."""
     shape = run.shape
     elements = math.prod(shape)
     axis = run.axis % len(shape)
     if run.op == "ping":
-        return bytes(64), 64
+        return bytes(PING_BYTES), PING_BYTES
     x = (rng.standard_normal(shape) * 3).astype(np.float32)
     if run.op == "softmax":
         return pack(x, TYPE_F32, axis=axis), 4 * elements
@@ -88,7 +119,6 @@ def _ms(ps: int) -> float:
 def execute(run: DspRun) -> dict[str, Any]:
     """Run the calls on the current session; the report of what they cost."""
     sess, host = session.caller()
-    soc = sess.soc
     rng = np.random.default_rng(run.seed)
     blob, out_bytes = _input(run, rng)
     started = host.now_ps
@@ -123,25 +153,32 @@ def execute(run: DspRun) -> dict[str, Any]:
     rpcs_done = host.now_ps
     for _inp, out in buffers:
         hbsys.hbSysFlushMem(out, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
-    cfg = soc.config.vdsp
-    dispatch_ps = soc.vdsp.clock.cycles_to_ps(cfg.operator_dispatch_cycles)
+    cfg = sess.config.vdsp
+    clock = Clock("vdsp", cfg.freq_hz)
+    dispatch_ps = clock.cycles_to_ps(cfg.operator_dispatch_cycles)
     cores = []
-    for hw in soc.vdsp.hw:
-        load, store = hw.channels[0], hw.channels[min(1, len(hw.channels) - 1)]
-        cycles = hw.counters.get("kernel_cycles", 0)
+    tree = sess.stats()["vdsp"]
+    for index in range(cfg.cores):
+        hw = tree[f"core{index}"]
+        channels = hw["idma"].values()
+
+        def total(key: str, channels: Any = channels) -> int:
+            return sum(ch.get(key, 0) for ch in channels)
+
+        cycles = hw.get("kernel_cycles", 0)
         cores.append({
-            "core": hw.index,
-            "compute_ms": _ms(hw.clock.cycles_to_ps(cycles)),
+            "core": index,
+            "compute_ms": _ms(clock.cycles_to_ps(cycles)),
             "kernel_cycles": cycles,
-            "bundles": hw.counters.get("bundles", 0),
-            "gather_cycles": hw.counters.get("gather_cycles", 0),
-            "fdiv_stall_cycles": hw.counters.get("fdiv_stall_cycles", 0),
-            "kernel_calls": hw.counters.get("kernel_calls", 0),
-            "idma_in_ms": _ms(load.busy_ps),
-            "idma_in_bytes": load.counters.get("bytes_in", 0),
-            "idma_out_ms": _ms(store.busy_ps),
-            "idma_out_bytes": store.counters.get("bytes_out", 0),
-            "tcm_high_water_bytes": [hw.tcm.counters.get(f"bank{b}_high_water_bytes", 0)
+            "bundles": hw.get("bundles", 0),
+            "gather_cycles": hw.get("gather_cycles", 0),
+            "fdiv_stall_cycles": hw.get("fdiv_stall_cycles", 0),
+            "kernel_calls": hw.get("kernel_calls", 0),
+            "idma_in_ms": _ms(total("busy_in_ps")),
+            "idma_in_bytes": total("bytes_in"),
+            "idma_out_ms": _ms(total("busy_out_ps")),
+            "idma_out_bytes": total("bytes_out"),
+            "tcm_high_water_bytes": [hw["tcm"].get(f"bank{b}_high_water_bytes", 0)
                                      for b in range(cfg.tcm.banks)],
         })
     return {

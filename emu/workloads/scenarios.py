@@ -28,6 +28,14 @@ class Option:
     kind: type  # int, float, or bool for a switch that is off by default
     default: Any
     help: str
+    bounds: tuple[float, float] = (0, 0)  # the accepted range of a number (not a switch)
+
+    def __post_init__(self) -> None:
+        number = self.kind is not bool
+        holds = self.bounds[0] <= self.default <= self.bounds[1]
+        if (number and not holds) or (not number and self.bounds != (0, 0)):
+            raise ValueError(f"option --{self.name}: bounds {self.bounds} are for numbers, "
+                             f"and must hold the default {self.default!r}")
 
 
 @dataclass(frozen=True)
@@ -58,11 +66,13 @@ CAMERAS = register(Scenario(
     "camera's network on a BPU core, dequantize by hbDSPRpc on a DSP core; p50/p99/max "
     "latency, deadline misses and the split into CPU, BPU, DSP and waiting",
     "emu.workloads.cameras",
-    (Option("cameras", int, 2, "camera pipelines"),
-     Option("frames", int, 8, "frames per camera"),
-     Option("fps", float, 30.0, "frames per second"),
-     Option("gmacs", float, 20.0, "GMAC per frame of each camera's network"),
-     Option("seed", int, 0, "seed of the synthetic networks"),
+    # Ranges refuse typing mistakes and runs that would not end: a camera-frame takes about
+    # 50 ms of wall time.
+    (Option("cameras", int, 2, "camera pipelines", (1, 64)),
+     Option("frames", int, 8, "frames per camera", (1, 100_000)),
+     Option("fps", float, 30.0, "frames per second", (0.01, 10_000)),
+     Option("gmacs", float, 20.0, "GMAC per frame of each camera's network", (0.001, 10_000)),
+     Option("seed", int, 0, "seed of the synthetic networks", (0, 2**32 - 1)),
      Option("sync", bool, False, "all cameras' frames arrive at the same instants (default: "
                                  "spread evenly across the frame period)")),
 ))

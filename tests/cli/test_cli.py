@@ -104,7 +104,7 @@ def test_scenarios_come_from_one_registry(monkeypatch, capsys):
     from emu.workloads import scenarios
 
     stub = scenarios.Scenario("stub", "sleeps; a test's scenario", "tests.cli.scenario_stub",
-                              (scenarios.Option("ms", float, 1.0, "how long"),
+                              (scenarios.Option("ms", float, 1.0, "how long", (0, 1e6)),
                                scenarios.Option("loud", bool, False, "a switch")))
     monkeypatch.setitem(scenarios._REGISTRY, "stub", stub)
     code, out, _ = _run(capsys, "list", "--json")

@@ -11,14 +11,14 @@ from collections import OrderedDict
 from collections.abc import Iterable
 
 from emu.mem.cache import CacheStats
-from emu.soc.config import CacheLevelConfig, CpuConfig
+from emu.soc.config import CacheLevelConfig, CpuConfig, L1Config
 
 Snapshot = list[list[list[list[tuple[int, bool]]]]]
 """Per level, per cache, per set: (line, dirty) from least to most recently used."""
 
 
 class _Cache:
-    def __init__(self, level: CacheLevelConfig, line_bytes: int) -> None:
+    def __init__(self, level: L1Config | CacheLevelConfig, line_bytes: int) -> None:
         self.ways = level.ways
         self.sets: list[OrderedDict[int, bool]] = [
             OrderedDict() for _ in range(level.size_bytes // (line_bytes * level.ways))

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emu.mem.cache import CacheArrays, CacheHierarchy, CacheStats
-from emu.soc.config import CacheLevelConfig, CpuConfig, load_config
+from emu.soc.config import CacheLevelConfig, CpuConfig, L1Config, load_config
 from tests.mem.cache_reference import ReferenceHierarchy, Snapshot
 
 
@@ -27,12 +27,12 @@ def make_cpu(
     l2: tuple[int, int],
     l3: tuple[int, int],
 ) -> CpuConfig:
-    """A cluster with the given (size_bytes, ways) per level; latencies 2, 9 and 30 cycles."""
+    """A cluster with the given (size_bytes, ways) per level; latencies 9 and 30 cycles."""
     return dataclasses.replace(
         j5_cpu(),
         cores=cores,
         line_bytes=line_bytes,
-        l1d=CacheLevelConfig(size_bytes=l1d[0], ways=l1d[1], hit_latency_cycles=2),
+        l1d=L1Config(size_bytes=l1d[0], ways=l1d[1]),
         l2=CacheLevelConfig(size_bytes=l2[0], ways=l2[1], hit_latency_cycles=9),
         l3=CacheLevelConfig(size_bytes=l3[0], ways=l3[1], hit_latency_cycles=30),
     )

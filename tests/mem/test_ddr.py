@@ -6,8 +6,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emu.mem.ddr import Ddr
-from emu.soc.config import load_config
+from emu.mem.ddr import POLICIES, Ddr
+from emu.soc.config import DDR_POLICIES, load_config
 from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
 
@@ -24,8 +24,10 @@ class CountingEnv(Sim):
         super().step()
 
 
-def _ddr(bw: str = "1e12", latency: str = "100") -> tuple[CountingEnv, Ddr]:
-    cfg = load_config(overrides=[f"ddr.bw_bytes_per_s={bw}", f"ddr.latency_ps={latency}"]).soc.ddr
+def _ddr(bw: str = "1e12", latency: str = "100", policy: str = "fair",
+         ) -> tuple[CountingEnv, Ddr]:
+    cfg = load_config(overrides=[f"ddr.bw_bytes_per_s={bw}", f"ddr.latency_ps={latency}",
+                                 f"ddr.policy={policy}"]).soc.ddr
     env = CountingEnv()
     return env, Ddr("ddr", None, env, cfg, TraceRecorder(True))
 
@@ -78,6 +80,25 @@ def test_capped_requester_keeps_its_cap_and_leaves_the_rest():
     assert finished == {"a": 100 + 4000, "b": 100 + 4000}
 
 
+def test_in_order_serves_the_oldest_transfer_first():
+    env, ddr = _ddr(policy="in_order")
+    # a arrived first and takes the whole 1 B/ps until 1100; b then takes it all until
+    # 2100; c (capped at 0.25 B/ps, arriving last) gets nothing before that, then 2000 ps.
+    finished = _run(env, ddr, [("a", 0, 1000, None), ("b", 10, 1000, None),
+                               ("c", 20, 500, 0.25e12)])
+    assert finished == {"a": 1100, "b": 2100, "c": 4100}
+
+
+def test_in_order_lets_a_capped_oldest_transfer_leave_the_rest():
+    env, ddr = _ddr(policy="in_order")
+    finished = _run(env, ddr, [("a", 0, 1000, 0.25e12), ("b", 0, 3000, None)])
+    assert finished == {"a": 100 + 4000, "b": 100 + 4000}
+
+
+def test_the_policy_names_the_config_accepts_are_the_registered_ones():
+    assert set(DDR_POLICIES) == set(POLICIES)
+
+
 def test_zero_byte_transfer_costs_only_latency():
     env, ddr = _ddr()
     assert _run(env, ddr, [("z", 0, 0, None)]) == {"z": 100}
@@ -101,9 +122,9 @@ def test_event_count_does_not_grow_with_bytes():
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 20_000),
                           st.one_of(st.none(), st.sampled_from([0.1e12, 0.5e12]))),
-                min_size=1, max_size=12))
-def test_bytes_are_conserved_and_no_transfer_beats_its_own_limit(jobs):
-    env, ddr = _ddr()
+                min_size=1, max_size=12), st.sampled_from(sorted(POLICIES)))
+def test_bytes_are_conserved_and_no_transfer_beats_its_own_limit(jobs, policy):
+    env, ddr = _ddr(policy=policy)
     named = [(f"j{i}", start, nbytes, cap) for i, (start, nbytes, cap) in enumerate(jobs)]
     finished = _run(env, ddr, named)
     assert len(finished) == len(jobs)

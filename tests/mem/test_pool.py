@@ -100,9 +100,6 @@ def test_from_config_takes_size_and_alignment() -> None:
     mem = MemConfig(
         pool_bytes=64 * MIB,
         alignment_bytes=64,
-        clean_bytes_per_s=10e9,
-        invalidate_bytes_per_s=10e9,
-        maintenance_call_ps=0,
     )
     pool = CmaPool.from_config(mem)
     assert (pool.size_bytes, pool.alignment_bytes, pool.base_addr) == (64 * MIB, 64, BASE)

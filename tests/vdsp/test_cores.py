@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from emu.chip import Soc
 from emu.errors import DspError
 from emu.jit import njit
 from emu.runtime import session
@@ -11,7 +12,6 @@ from emu.runtime.hbdsp import (
     hbDSPWaitTaskDone,
 )
 from emu.runtime.hbsys import hbSysAllocMem, hbSysMem
-from emu.soc.builder import Soc
 from emu.soc.config import load_config
 from emu.vdsp import isa, ops
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from emu.chip import Soc
 from emu.errors import DspError
-from emu.soc.builder import Soc
 from emu.soc.config import load_config
 from emu.vdsp.idma import Descriptor, Endpoint, linear
 
@@ -44,7 +44,7 @@ def test_descriptors_run_in_order_and_a_full_queue_blocks_the_submitter():
     assert finished == [1_000_000, 2_000_000, 3_000_000, 4_000_000]
     # Queue of 2: d0 is taken at once, d1 and d2 wait in the queue, d3 waits for a slot.
     assert accepted == [0, 0, 0, 1_000_000]
-    assert channel.counters == {"descriptors": 4, "bytes_in": 3600}
+    assert channel.counters == {"descriptors": 4, "bytes_in": 3600, "busy_in_ps": 4_000_000}
 
 
 def test_two_d_descriptor_moves_a_strided_block_for_real():

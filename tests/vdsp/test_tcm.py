@@ -1,7 +1,7 @@
 import pytest
 
+from emu.chip import Soc
 from emu.errors import DspError
-from emu.soc.builder import Soc
 from emu.soc.config import load_config
 
 

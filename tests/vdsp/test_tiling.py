@@ -2,8 +2,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from emu.chip import Soc
 from emu.jit import njit
-from emu.soc.builder import Soc
 from emu.soc.config import load_config
 from emu.soc.sched import Stage, Task
 from emu.vdsp import isa

@@ -106,3 +106,32 @@ def test_a_stream_buffer_sized_too_small_is_reported_not_overrun():
     assert stream.stats[ck.ENTRIES] == 2 and stream.stats[ck.OVERFLOW] == 1
     with pytest.raises(RuntimeError, match="sized too small"):
         stream.work("voxelize")
+
+
+def _memset_reference(start: int, nbytes: int, line_bytes: int, vector_bytes: int):
+    """One store per vector; one stream entry per line the bytes touch, in order."""
+    lines: list[int] = []
+    for byte in range(start, start + nbytes):
+        if not lines or lines[-1] != byte // line_bytes * line_bytes:
+            lines.append(byte // line_bytes * line_bytes)
+    return lines, -(-nbytes // vector_bytes)
+
+
+@pytest.mark.parametrize(("start", "nbytes", "line_bytes", "vector_bytes"), [
+    (0, 0, 64, 16), (0, 1, 64, 16), (4096, 4096, 64, 16), (4100, 1000, 32, 8),
+    (63, 2, 64, 16), (1 << 20, 777, 128, 64), (12, 500, 16, 16),
+])
+def test_memset_stream_records_one_entry_per_line_and_one_store_per_vector(
+        start, nbytes, line_bytes, vector_bytes):
+    from emu.workloads.pointcloud import cpu_kernels as ck
+
+    addrs = np.zeros(nbytes // line_bytes + 2, np.int64)
+    writes = np.zeros(len(addrs), np.bool_)
+    stats = np.zeros(ck.N_STATS, np.int64)
+    ck.memset_stream(start, nbytes, addrs, writes, stats, line_bytes.bit_length() - 1,
+                     vector_bytes)
+    lines, stores = _memset_reference(start, nbytes, line_bytes, vector_bytes)
+    n = int(stats[ck.ENTRIES])
+    assert addrs[:n].tolist() == lines and writes[:n].all()
+    assert stats[ck.OPS] == stores
+    assert stats[ck.MERGED] == max(0, stores - len(lines))

@@ -167,16 +167,14 @@ def _quantization(dequantize: bool) -> Callable[..., Generator[simpy.Event, Any,
         unsigned = TYPE_U8 in (args.in_type, args.out_type)
 
         def tiles(slot: CoreSlot, first: int) -> Generator[simpy.Event, Any, int | None]:
-            # Every (re)start writes the parameter table into TCM: the scalar code does one
-            # vector store per 16 entries, for multipliers and zero points.
+            # Every (re)start writes the parameter tables (multipliers, zero points) into TCM.
             table = core.tcm.alloc(0, 8 * len(scale), f"{what} parameters")
             try:
                 tcm = core.tcm.data
                 tcm[table.offset: table.offset + 4 * len(scale)] = scale.view(np.uint8)
                 zp_at = table.offset + 4 * len(scale)
                 tcm[zp_at: zp_at + 4 * len(zero)] = zero.view(np.uint8)
-                vectors = 2 * -(-len(scale) // _LANES)
-                setup = timing.bundle_cycles(0, vectors, vectors, core.cfg)
+                setup = timing.table_fill_cycles(len(scale), 2, core.cfg)
                 yield slot.env.timeout(core.clock.cycles_to_ps(setup))
                 tile = _elementwise_tile(core, args, in_size + out_size, what)
 

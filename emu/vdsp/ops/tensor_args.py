@@ -76,6 +76,15 @@ class TensorArgs:
         return outer, self.shape[self.axis], inner
 
 
+def packed_bytes(data_bytes: int, param_words: int) -> int:
+    """Size of an input buffer: header, `param_words` parameter words, then the tensor."""
+    return _data_offset(param_words) + data_bytes
+
+
+def _data_offset(param_words: int) -> int:
+    return -(-(HEADER_WORDS * 4 + 4 * param_words) // DATA_ALIGN_BYTES) * DATA_ALIGN_BYTES
+
+
 def pack(
     data: npt.NDArray, out_type: int, *, mode: int = MODE_NONE, axis: int = -1,
     scales: npt.ArrayLike = (), zero_points: npt.ArrayLike = (), shifts: npt.ArrayLike = (),
@@ -98,7 +107,7 @@ def pack(
         params = np.zeros(0, "<i4")
         n = 0
     param_offset = HEADER_WORDS * 4
-    data_offset = -(-(param_offset + 4 * len(params)) // DATA_ALIGN_BYTES) * DATA_ALIGN_BYTES
+    data_offset = _data_offset(len(params))
     shape = [*data.shape, *([1] * (4 - data.ndim))]
     header = np.array([MAGIC, VERSION, in_type, out_type, mode, axis, 0, data.ndim, *shape, n,
                        param_offset, data_offset, 0], dtype="<u4")

@@ -258,8 +258,8 @@ def transpose_quantize(voxels, used, slot_major, features, bases, stream_addrs, 
 
 
 @njit
-def memset_stream(start, nbytes, stream_addrs, stream_writes, stats, line_shift):
-    """A memset of [start, start + nbytes): one store per 16 bytes, one entry per line."""
+def memset_stream(start, nbytes, stream_addrs, stream_writes, stats, line_shift, vector_bytes):
+    """A memset of [start, start + nbytes): one store per `vector_bytes`, one entry per line."""
     line = 1 << line_shift
     first = start >> line_shift << line_shift
     if stats[ENTRIES] + (start + nbytes - first + line - 1) // line > stream_addrs.size:
@@ -269,8 +269,9 @@ def memset_stream(start, nbytes, stream_addrs, stream_writes, stats, line_shift)
         stream_addrs[n] = addr
         stream_writes[n] = True
         stats[ENTRIES] = n + 1
-    stats[OPS] += (nbytes + 15) // 16
-    stats[MERGED] += max(0, (nbytes + 15) // 16 - (start + nbytes - first + line - 1) // line)
+    stores = (nbytes + vector_bytes - 1) // vector_bytes
+    stats[OPS] += stores
+    stats[MERGED] += max(0, stores - (start + nbytes - first + line - 1) // line)
 
 
 @njit

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.cpu.cluster import CpuWork
-from emu.errors import DspError
-from emu.mem.pool import PoolBuffer
+from emu.errors import DspError, InputError
 from emu.runtime import hbdsp, hbsys, session, status
 from emu.soc.clock import PS_PER_MS
 from emu.vdsp.ops import pointcloud as dsp_ops
@@ -79,14 +78,21 @@ class Preprocessor:
         self.f32 = params.f32()
         sess = session.current()
         self.sess = sess
-        pool = sess.soc.pool
+        self.names: dict[int, str] = {}
         p = params
         pk = p.max_pillars * p.max_points_per_pillar
         n = p.max_input_points
         words = 3 if p.dims == 5 else 2
 
-        def alloc(nbytes: int, label: str) -> PoolBuffer:
-            return pool.alloc(nbytes, cached=True, label=label)
+        def alloc(nbytes: int, label: str) -> hbsys.PoolBuffer:
+            mem = hbsys.hbSysMem()
+            rc = hbsys.hbSysAllocCachedMem(mem, nbytes)
+            buf = hbsys.buffer_of(mem, sess)
+            if rc != hbsys.HB_SYS_SUCCESS or buf is None:
+                raise InputError(f"{label}: the pool cannot hold {nbytes} B (mem.pool_bytes): "
+                                 f"{status.describe(rc)}")
+            self.names[buf.phys_addr] = label
+            return buf
 
         self.points = alloc(dsp_ops.HEADER_BYTES + 4 * p.dims * n, "points")
         self.lut = alloc(4 * p.x_len * p.y_len, "cell table")
@@ -99,7 +105,10 @@ class Preprocessor:
         self.stage1_cells = alloc(4 * n, "stage 1 output (scheme 1)")
         self.stream = _Stream()
         self.n = 0  # points of the loaded frame
-        self.line_shift = sess.soc.config.cpu.line_bytes.bit_length() - 1
+        cpu = sess.config.cpu
+        self.line_bytes = cpu.line_bytes
+        self.line_shift = cpu.line_bytes.bit_length() - 1
+        self.vector_bytes = cpu.vector_bytes
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -107,18 +116,18 @@ class Preprocessor:
         work = self.stream.work(name)
         self.sess.thread().cpu(work, work.name)
 
-    def _memset(self, buf: PoolBuffer, start: int, nbytes: int, value: int) -> None:
+    def _memset(self, buf: hbsys.PoolBuffer, start: int, nbytes: int, value: int) -> None:
         buf.data[start: start + nbytes] = value
         ck.memset_stream(buf.phys_addr + start, nbytes, self.stream.addrs, self.stream.writes,
-                         self.stream.stats, self.line_shift)
+                         self.stream.stats, self.line_shift, self.vector_bytes)
 
-    def _flush(self, buf: PoolBuffer, flag: int) -> None:
+    def _flush(self, buf: hbsys.PoolBuffer, flag: int) -> None:
         """hbSysFlushMem on the whole buffer, as the sample does."""
         rc = hbsys.hbSysFlushMem(hbsys.mem_of(buf), flag)
         if rc != 0:
-            raise DspError(f"hbSysFlushMem {buf.label}: {status.describe(rc)}")
+            raise DspError(f"hbSysFlushMem {self.names[buf.phys_addr]}: {status.describe(rc)}")
 
-    def _rpc(self, cmd: int, inp: PoolBuffer, out: PoolBuffer) -> None:
+    def _rpc(self, cmd: int, inp: hbsys.PoolBuffer, out: hbsys.PoolBuffer) -> None:
         ctrl = hbdsp.hbDSPRpcCtrlParam()
         hbdsp.HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
         ctrl.rpcCmd = cmd
@@ -134,15 +143,20 @@ class Preprocessor:
     def _reset_tables(self, lut_bytes: int) -> None:
         """Per frame: cell table to -1, points per pillar to 0, coords rows to (0,-1,-1,-1)."""
         p = self.p
-        self.stream.reset((lut_bytes + 20 * p.max_pillars) // 64 + 16)
+        self.stream.reset(self._lines(lut_bytes) + self._lines(4 * p.max_pillars)
+                          + self._lines(16 * p.max_pillars))
         self.lut.data[:lut_bytes].view(np.int32)[:] = -1
         ck.memset_stream(self.lut.phys_addr, lut_bytes, self.stream.addrs, self.stream.writes,
-                         self.stream.stats, self.line_shift)
+                         self.stream.stats, self.line_shift, self.vector_bytes)
         self._memset(self.counts, 0, 4 * p.max_pillars, 0)
         coords = self.coords.data.view(np.int32).reshape(p.max_pillars, 4)
         coords[:] = (0, -1, -1, -1)
         ck.memset_stream(self.coords.phys_addr, 16 * p.max_pillars, self.stream.addrs,
-                         self.stream.writes, self.stream.stats, self.line_shift)
+                         self.stream.writes, self.stream.stats, self.line_shift, self.vector_bytes)
+
+    def _lines(self, nbytes: int) -> int:
+        """Most stream entries a memset of `nbytes` records: its lines, one more if unaligned."""
+        return nbytes // self.line_bytes + 2
 
     def _result(self, pillars: int, valid: int, kept: int, stages: dict[str, int]) -> FrameResult:
         p = self.p
@@ -174,7 +188,7 @@ class Preprocessor:
         raw = self.points.data[head: head + 4 * self.p.dims * self.n]
         return raw.view(np.float32).reshape(self.n, self.p.dims)
 
-    def _bases(self, *bufs: PoolBuffer | tuple[PoolBuffer, int]) -> np.ndarray:
+    def _bases(self, *bufs: hbsys.PoolBuffer | tuple[hbsys.PoolBuffer, int]) -> np.ndarray:
         out = []
         for b in bufs:
             buf, offset = b if isinstance(b, tuple) else (b, 0)
@@ -214,7 +228,7 @@ class Preprocessor:
 
         used_bytes = 4 * pillars * p.max_points_per_pillar * p.dims
         s.reset(2 * p.dims * p.max_points_per_pillar * pillars
-                + (len(self.features.data) + used_bytes) // 64 + 64)
+                + self._lines(len(self.features.data)) + self._lines(used_bytes))
         self._memset(self.features, 0, len(self.features.data), 0)
         ck.transpose_quantize(grid, pillars, p.slot_major, self.features.data.view(np.int8),
                               self._bases((self.float_voxels, dsp_ops.HEADER_BYTES),
@@ -257,7 +271,7 @@ class Preprocessor:
         voxels_buf = self.int8_voxels if quantize_first else self.float_voxels
         record_bytes = p.dims if quantize_first else 4 * p.dims
         # Empty records must read as zero (int8) or NaN (float records quantise NaN to 0).
-        s.reset(pk * record_bytes // 64 + 64)
+        s.reset(self._lines(pk * record_bytes))
         self._memset(voxels_buf, head, pk * record_bytes, 0 if quantize_first else 0xFF)
         self._run_cpu("clear voxels")
         cells = np.ascontiguousarray(out[:, 0])

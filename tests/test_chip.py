@@ -1,7 +1,7 @@
 import pytest
 
+from emu.chip import Phase, Soc
 from emu.errors import SimulationError
-from emu.soc.builder import Phase, Soc
 from emu.soc.config import load_config
 
 

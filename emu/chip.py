@@ -7,28 +7,27 @@ Phases, in order and never backwards:
   finished    `finish()` closed the run; stats and traces can be read, nothing more runs.
 Using a block before `build()`, building twice, or simulating after `finish()` raises
 `SimulationError`. This is the one module that wires the blocks of the other packages
-together; the blocks themselves know nothing of each other beyond what they are handed.
+together; the blocks themselves know nothing of each other beyond what they are handed. It
+sits above the block packages (`soc`, `mem`, `cpu`, `bpu`, `vdsp`) and below the runtime.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import simpy
 
+from emu.bpu.cores import BpuCores
+from emu.cpu.cluster import CpuCluster
 from emu.errors import SimulationError
+from emu.mem.ddr import Ddr
+from emu.mem.pool import CmaPool
 from emu.soc.component import Component
 from emu.soc.config import ResolvedConfig
 from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
-
-if TYPE_CHECKING:
-    from emu.bpu.cores import BpuCores
-    from emu.cpu.cluster import CpuCluster
-    from emu.mem.ddr import Ddr
-    from emu.mem.pool import CmaPool
-    from emu.vdsp.cores import VdspCores
+from emu.vdsp.cores import VdspCores
 
 
 class Phase(enum.Enum):
@@ -66,12 +65,6 @@ class Soc(Component):
     def build(self) -> Soc:
         """Create the event loop and every block; allowed once."""
         self._require(Phase.CONFIGURED, "build")
-        from emu.bpu.cores import BpuCores
-        from emu.cpu.cluster import CpuCluster
-        from emu.mem.ddr import Ddr
-        from emu.mem.pool import CmaPool
-        from emu.vdsp.cores import VdspCores
-
         cfg, rec = self.config, self.recorder
         self.env = Sim()
         self.ddr = Ddr("ddr", self, self.env, cfg.ddr, rec)

@@ -1,0 +1,174 @@
+"""Every configuration key changes what the model it describes computes.
+
+A key the model ignores would make a what-if silently wrong, so each leaf key of the schema
+has a row here: a legal value other than the preset's, and a probe (a small run that reads
+the key's block) whose result must differ from the probe's result on the preset. The table
+must name every key the schema has; a new key without a row fails
+`test_every_key_has_a_row`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+import pytest
+import simpy
+
+import emu
+from emu.chip import Soc
+from emu.runtime import hbsys
+from emu.soc.config import load_config, schema_fields
+from emu.vdsp.idma import Endpoint, linear
+from emu.workloads import cameras, dsp_ops
+from emu.workloads.pointcloud import runner
+from emu.workloads.pointcloud.impls import IMPLS, Preprocessor
+from emu.workloads.pointcloud.params import CENTERPOINT
+
+POINTS = 20_000
+
+
+def pointcloud(overrides: tuple[str, ...]) -> Any:
+    """Stage times of one small CenterPoint frame, all three ways."""
+    frame = runner.synthetic(CENTERPOINT, 1, seed=0, points=POINTS)[0]
+    out = {}
+    for impl in IMPLS:
+        with emu.Session("j5", overrides=overrides):
+            pre = Preprocessor(CENTERPOINT)
+            pre.load(frame.points)
+            out[impl] = pre.run(impl).stages_ps
+    return out
+
+
+def camera_scenario(overrides: tuple[str, ...]) -> Any:
+    """Latencies of two small cameras sharing CPU, BPU and DSP."""
+    params = cameras.CameraParams(cameras=2, frames=3, width=256, height=128, gmacs=0.5,
+                                  sync=True)
+    results, _ = cameras.run(params, overrides=overrides)
+    return results["cameras"]
+
+
+def dsp(overrides: tuple[str, ...]) -> Any:
+    """Four concurrent softmax calls on any DSP core, then a (memory-bound) dequantize."""
+    with emu.Session("j5", overrides=overrides):
+        return [dsp_ops.execute(dsp_ops.DspRun("softmax", (64, 300), rpcs=4)),
+                dsp_ops.execute(dsp_ops.DspRun("dequantize", (64, 1000)))]
+
+
+def idma_queue(overrides: tuple[str, ...]) -> Any:
+    """When each of 40 descriptors, handed to one channel at once, is accepted: the built-in
+    operators never queue more than two descriptors on a channel, so only a direct burst
+    shows the queue depth."""
+    soc = Soc(load_config(overrides=overrides)).build()
+    core = soc.vdsp.hw[0]
+    buf = soc.pool.alloc(1024, cached=False)
+    src = Endpoint(buf.data, 0, 0, in_tcm=False, name="ddr")
+    dst = Endpoint(core.tcm.data, 64 << 10, 0, in_tcm=True, name="tcm")
+    accepted: list[int] = []
+
+    def submit() -> Generator[simpy.Event, Any, None]:
+        for k in range(40):
+            yield from core.channels[0].copy(linear(f"d{k}", src, dst, 1024))
+            accepted.append(soc.env.now)
+
+    soc.env.process(submit())
+    soc.run()
+    return accepted
+
+
+def pool(overrides: tuple[str, ...]) -> Any:
+    """Where two allocations land, and whether a 100 MiB one fits."""
+    with emu.Session("j5", overrides=overrides):
+        mems = [hbsys.hbSysMem() for _ in range(3)]
+        rcs = [hbsys.hbSysAllocMem(mem, size)
+               for mem, size in zip(mems, (1000, 1000, 100 << 20), strict=True)]
+        return rcs, [mem.phyAddr for mem in mems]
+
+
+PROBES = {"pointcloud": pointcloud, "cameras": camera_scenario, "dsp": dsp, "pool": pool,
+          "idma_queue": idma_queue}
+
+# key: (a legal non-preset value, probe, overrides both runs share so the key has a say)
+ROWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "cpu.cores": ("1", "cameras", ()),
+    "cpu.freq_hz": ("1GHz", "pointcloud", ()),
+    "cpu.issue_width": ("1", "pointcloud", ()),
+    "cpu.fdiv_cycles": ("5", "pointcloud", ()),
+    "cpu.line_bytes": ("32", "pointcloud", ()),
+    "cpu.vector_bytes": ("8", "pointcloud", ()),
+    "cpu.l1d.size_bytes": ("8KiB", "pointcloud", ()),
+    "cpu.l1d.ways": ("1", "pointcloud", ()),
+    "cpu.l2.size_bytes": ("32KiB", "pointcloud", ()),
+    "cpu.l2.ways": ("1", "pointcloud", ()),
+    "cpu.l2.hit_latency_cycles": ("20", "pointcloud", ()),
+    "cpu.l3.size_bytes": ("128KiB", "pointcloud", ()),
+    "cpu.l3.ways": ("2", "pointcloud", ()),
+    "cpu.l3.hit_latency_cycles": ("60", "pointcloud", ()),
+    "cpu.miss_overlap": ("1", "pointcloud", ()),
+    "cpu.ddr_port_bytes_per_s": ("2GB/s", "pointcloud", ()),
+    "cpu.cache_op_cycles": ("50", "pointcloud", ()),
+    "cpu.flush_call_cycles": ("30000", "pointcloud", ()),
+    "cpu.api_call_ps": ("20us", "pointcloud", ()),
+    "bpu.cores": ("1", "cameras", ()),
+    "bpu.freq_hz": ("600MHz", "cameras", ()),
+    "bpu.macs_per_cycle": ("1000", "cameras", ()),
+    "bpu.sram_bytes": ("64KiB", "cameras", ()),
+    "bpu.ddr_port_bytes_per_s": ("1GB/s", "cameras", ("bpu.sram_bytes=64KiB",)),
+    "bpu.task_overhead_ps": ("1ms", "cameras", ()),
+    "vdsp.cores": ("1", "dsp", ()),
+    "vdsp.freq_hz": ("800MHz", "pointcloud", ()),
+    "vdsp.vliw_slots": ("3", "pointcloud", ()),
+    "vdsp.loads_per_bundle": ("1", "dsp", ()),
+    "vdsp.stores_per_bundle": ("2", "dsp", ("vdsp.loads_per_bundle=4", "vdsp.vliw_slots=8")),
+    "vdsp.fdiv_cycles": ("40", "pointcloud", ()),
+    "vdsp.gather_access_cycles": ("3", "pointcloud", ()),
+    "vdsp.kernel_call_cycles": ("1000", "pointcloud", ()),
+    "vdsp.tcm.banks": ("1", "pointcloud", ("vdsp.tcm.bank_bytes=256KiB",)),
+    "vdsp.tcm.bank_bytes": ("64KiB", "pointcloud", ()),
+    "vdsp.tcm.sub_banks": ("2", "pointcloud", ()),
+    "vdsp.tcm.sub_bank_width_bytes": ("16", "pointcloud", ()),
+    "vdsp.tcm.access_bytes": ("8", "pointcloud",
+                              ("vdsp.tcm.banks=1", "vdsp.tcm.bank_bytes=256KiB")),
+    "vdsp.tcm.reserved_bytes": ("80KiB", "pointcloud", ()),
+    "vdsp.idma.channels": ("1", "pointcloud", ()),
+    "vdsp.idma.queue_depth": ("4", "idma_queue", ()),
+    "vdsp.idma.bytes_per_cycle": ("4", "pointcloud", ()),
+    "vdsp.idma.descriptor_latency_cycles": ("5000", "pointcloud", ()),
+    "vdsp.rpc_submit_ps": ("1ms", "pointcloud", ()),
+    "vdsp.rpc_return_ps": ("1ms", "pointcloud", ()),
+    "vdsp.operator_dispatch_cycles": ("100000", "pointcloud", ()),
+    "ddr.bw_bytes_per_s": ("4GB/s", "pointcloud", ()),
+    "ddr.latency_ps": ("400ns", "pointcloud", ()),
+    "ddr.policy": ("in_order", "cameras", ()),
+    "mem.pool_bytes": ("64MiB", "pool", ()),
+    "mem.alignment_bytes": ("64KiB", "pool", ()),
+}
+
+
+@functools.cache
+def _result(probe: str, overrides: tuple[str, ...]) -> str:
+    return json.dumps(PROBES[probe](overrides), sort_keys=True, default=str)
+
+
+def test_every_key_has_a_row():
+    keys = [info.key for info in schema_fields()]
+    assert sorted(ROWS) == sorted(keys)
+
+
+@pytest.mark.parametrize("key", sorted(ROWS))
+def test_the_key_changes_what_its_probe_measures(key):
+    value, probe, shared = ROWS[key]
+    assert emu.Session("j5", overrides=[f"{key}={value}"]).config is not None  # legal
+    before = _result(probe, shared)
+    after = _result(probe, (*shared, f"{key}={value}"))
+    assert after != before, f"{key}={value} changed nothing the {probe} probe measures"
+
+
+def test_the_pool_probe_sees_what_it_claims():
+    rcs, addrs = pool(())
+    assert rcs == [0, 0, 0] and addrs[1] > addrs[0]
+    assert pool(("mem.pool_bytes=64MiB",))[0][2] == hbsys.HB_SYS_OUT_OF_MEMORY
+    assert np.diff(pool(("mem.alignment_bytes=64KiB",))[1][:2])[0] == 64 << 10

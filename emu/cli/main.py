@@ -160,13 +160,21 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--dump-format", choices=["npy", "txt", "both"], default="npy",
                     help="npy arrays, the board's text form (one integer a line), or both")
 
-    commands.add_parser(
+    calibrate = commands.add_parser(
         "calibrate", parents=[hardware, _output_options(trace=False), _progress_options()],
         help="predicted vs measured J5 timings (shared/calibration/j5.md) and the error",
         description="Run the calibration targets (CenterPoint preprocessing, 16 synthetic "
                     "300,000-point frames, seed 0) on the chosen hardware and print each "
                     "target's measured value, the prediction and the error, with the "
                     "statistics of the frames used. The fit itself: tools/fit_j5.py.")
+    calibrate.add_argument(
+        "--cross-validate", action="store_true",
+        help="also fit the free parameters (FREE in "
+             "emu/workloads/pointcloud/calibration.py; nothing is written) from the chosen "
+             "hardware's values, then leave each target out in turn, refit the rest and "
+             "predict it: prints the fit's sensitivity matrix, its rank and conditioning, and "
+             "each target's fit error beside its left-out prediction error (about "
+             "a dozen runs of the targets: several minutes)")
 
     config = commands.add_parser("config", help="show the resolved hardware configuration")
     config_cmds = config.add_subparsers(dest="config_command", metavar="ACTION", required=True,
@@ -381,10 +389,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     from emu.workloads.pointcloud import calibration
 
     prov = provenance(_resolve(args), seed=0)  # the calibration frames' seed
+    run = calibration.cross_validation_report if args.cross_validate \
+        else calibration.calibration_report
     with _progress(args, "calibrate") as progress:
-        report = {**calibration.calibration_report(args.preset, args.overrides, args.config,
-                                                   progress),
-                  "provenance": prov}
+        report = {**run(args.preset, args.overrides, args.config, progress), "provenance": prov}
     if args.json:
         _emit_json(report)
         return EXIT_OK
@@ -398,6 +406,12 @@ def _calibrate(args: argparse.Namespace) -> int:
           f"{stats['points_per_frame']} points; valid points {stats['valid_points']}; "
           f"pillars {stats['pillars']}; kept points per pillar "
           f"{stats['kept_points_per_pillar']}")
+    if args.cross_validate:
+        from emu.workloads.pointcloud import fitting
+
+        print(f"\n{fitting.fit_text(report['fit'])}\n")
+        print(fitting.cross_validation_text({**report["fit"],
+                                             "cross_validation": report["cross_validation"]}))
     return EXIT_OK
 
 

@@ -1,9 +1,12 @@
 """The A55 cluster as a group of cores that run CPU work items.
 
-A work item carries what the algorithm did: its op counts and, optionally, its real
-address stream. Running it on a core feeds the stream through that core's view of the
-cache hierarchy (private L1/L2, shared L3, state kept between items), charges the cycles
-of `emu.cpu.timing`, and sends the resulting line fills and write-backs through the DDR.
+A work item carries what the algorithm did: its instruction counts by class
+(`emu.cpu.ops`) and, optionally, its real address stream (each access's address, whether it
+is a store, whether it writes a whole line, and the id of the stream it belongs to). Running
+it on a core feeds the stream through the write-streaming detector, that core's view of the
+cache hierarchy (private L1/L2, shared L3, state kept between items), the prefetcher and the
+TLBs (`emu.cpu.memsys`, `emu.mem.tlb`), charges the cycles of `emu.cpu.timing`, and sends the
+resulting line fills and writes through the DDR.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from emu.cpu import timing
+from emu.cpu import memsys, ops, timing
 from emu.mem.ddr import Ddr
 from emu.soc.clock import Clock
 from emu.soc.component import Component
@@ -34,6 +37,11 @@ from emu.soc.trace import TraceRecorder
 
 if TYPE_CHECKING:
     from emu.mem.cache import CacheHierarchy
+    from emu.mem.tlb import Tlbs
+
+
+def _flags(flags: np.ndarray | None, n: int) -> np.ndarray:
+    return np.zeros(n, np.bool_) if flags is None else np.ascontiguousarray(flags, np.bool_)
 
 
 CLEAN, INVALIDATE = "clean", "invalidate"
@@ -57,14 +65,20 @@ class CacheMaintenance:
 
 @dataclass(frozen=True)
 class CpuWork:
-    """One piece of CPU work: op counts plus the memory addresses it touched, in order, or a
-    cache-maintenance operation."""
+    """One piece of CPU work: instruction counts by class (`emu.cpu.ops.counts`) plus the
+    memory accesses it made, in order, or a cache-maintenance operation.
+
+    Per access: `addrs` its byte address, `is_write` a store, `full_line` a store that
+    writes its whole line, `streams` the id (0-255) of the instruction stream it belongs to
+    (what the prefetcher tells streams apart by). Missing flags mean loads, partial stores,
+    stream 0."""
 
     name: str
-    ops: int
-    fdivs: int = 0
+    ops: np.ndarray
     addrs: np.ndarray | None = None
     is_write: np.ndarray | None = None
+    full_line: np.ndarray | None = None
+    streams: np.ndarray | None = None
     maintenance: CacheMaintenance | None = None
 
 
@@ -80,6 +94,7 @@ class CpuCluster(CoreGroup):
         self.clock = Clock(self.path, cfg.freq_hz)
         self.ddr = ddr
         self._caches: CacheHierarchy | None = None
+        self._tlbs: Tlbs | None = None
 
     @property
     def caches(self) -> CacheHierarchy:
@@ -89,6 +104,14 @@ class CpuCluster(CoreGroup):
 
             self._caches = CacheHierarchy(self.cfg)
         return self._caches
+
+    @property
+    def tlbs(self) -> Tlbs:
+        if self._tlbs is None:
+            from emu.mem.tlb import Tlbs
+
+            self._tlbs = Tlbs(self.cfg)
+        return self._tlbs
 
     def work_task(
         self, work: CpuWork, *, core: int = ANY_CORE, priority: int = PRIORITY_LOWEST,
@@ -106,7 +129,7 @@ class CpuCluster(CoreGroup):
 
     def execute(self, work: CpuWork, core: int) -> Generator[simpy.Event, Any, None]:
         """Run `work` on `core` now (for code already holding the core, e.g. the host)."""
-        stalls = ddr_reads = nbytes = written = written_bytes = 0
+        stalls = demand = nbytes = written = written_bytes = 0
         cycles = 0
         if work.maintenance is not None:
             m = work.maintenance
@@ -122,25 +145,55 @@ class CpuCluster(CoreGroup):
             written_bytes += written * self.cfg.line_bytes
             self.count("ddr_line_writebacks", written)
         if work.addrs is not None and len(work.addrs):
-            result = self.caches.access(core, work.addrs, work.is_write)
-            stalls = self.caches.stall_cycles(result)
-            ddr_reads = result.ddr_reads
-            nbytes += result.ddr_bytes(self.cfg.line_bytes)
-            written_bytes += result.ddr_writebacks * self.cfg.line_bytes
-            self.count("cache_accesses", result.accesses)
-            self.count("l1_hits", result.l1_hits)
-            self.count("l2_hits", result.l2_hits)
-            self.count("l3_hits", result.l3_hits)
-            self.count("ddr_line_reads", result.ddr_reads)
-            self.count("ddr_line_writebacks", result.ddr_writebacks)
-        cycles += timing.compute_cycles(work.ops, work.fdivs, stalls, self.cfg)
+            stalls, demand, moved, stored = self._memory(work, core)
+            nbytes += moved
+            written_bytes += stored
+        cycles += timing.issue_cycles(work.ops, self.cfg) + stalls
         self.count("cycles", cycles)
-        self.count("ops", work.ops)
+        for name, value in ops.as_dict(work.ops).items():
+            if value:
+                self.count(f"ops_{name}", value)
         yield self.env.timeout(self.clock.cycles_to_ps(cycles))
         if nbytes:
-            latency = max(timing.miss_latency_ps(ddr_reads, self.cfg, self.ddr.cfg.latency_ps),
-                          timing.write_back_latency_ps(written, self.ddr.cfg.latency_ps))
+            ddr_latency = self.ddr.cfg.latency_ps
+            latency = max(timing.ddr_latency_ps(demand, ddr_latency),
+                          timing.write_back_latency_ps(written, ddr_latency))
             yield self.ddr.transfer(
                 nbytes, f"{self.path}.core{core}", written=written_bytes, latency_ps=latency,
                 cap_bytes_per_s=self.cfg.ddr_port_bytes_per_s,
             )
+
+    def _memory(self, work: CpuWork, core: int) -> tuple[int, int, int, int]:
+        """Run a work item's accesses through the memory system: (stall cycles, demand loads
+        from DDR, bytes moved to and from DDR, of which written)."""
+        assert work.addrs is not None
+        n = len(work.addrs)
+        addrs = np.ascontiguousarray(work.addrs, np.int64)
+        writes = _flags(work.is_write, n)
+        lines = addrs // self.cfg.line_bytes
+        streaming = np.empty(n, np.bool_)
+        memsys.streaming_stores(lines, writes, _flags(work.full_line, n),
+                                self.cfg.write_stream_lines, streaming)
+        outcomes = np.empty(n, np.uint8)
+        result = self.caches.access(core, addrs, writes, streaming, outcomes)
+        streams = (np.zeros(n, np.uint8) if work.streams is None
+                   else np.ascontiguousarray(work.streams, np.uint8))
+        loads = memsys.classify(lines, writes, streams, outcomes,
+                                self.cfg.tlb.page_bytes // self.cfg.line_bytes)
+        tlb = self.tlbs.lookup(core, addrs)
+        stalls = timing.memory_stall_cycles(
+            int(loads[memsys.L2_LOADS]), int(loads[memsys.L3_LOADS]),
+            int(loads[memsys.DDR_LOADS]), tlb.l2_hits, tlb.walks, self.cfg)
+        for name, value in (("cache_accesses", result.accesses), ("l1_hits", result.l1_hits),
+                            ("l2_hits", result.l2_hits), ("l3_hits", result.l3_hits),
+                            ("ddr_line_reads", result.ddr_reads),
+                            ("ddr_line_writebacks", result.ddr_writebacks),
+                            ("ddr_stream_writes", result.ddr_stream_writes),
+                            ("loads_prefetched", int(loads[memsys.PREFETCHED_LOADS])),
+                            ("loads_from_ddr", int(loads[memsys.DDR_LOADS])),
+                            ("store_misses", int(loads[memsys.STORE_MISSES])),
+                            ("tlb_l2_hits", tlb.l2_hits), ("tlb_walks", tlb.walks)):
+            self.count(name, value)
+        line = self.cfg.line_bytes
+        return (stalls, int(loads[memsys.DDR_LOADS]), result.ddr_bytes(line),
+                result.ddr_writes * line)

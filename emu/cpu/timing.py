@@ -1,33 +1,70 @@
-"""What CPU work costs: cycles from op counts and cache-model stalls, DDR from its misses.
+"""What CPU work costs: cycles from instruction classes, memory events and the DDR.
 
 Pure functions, no simulation: the cluster in `emu.cpu.cluster` calls them and yields the
-result. An A55 is in order, so the cost of a work item is the issue time of its ops, the
-divider time of its float divisions, and the stall cycles of loads served beyond L1 (from
-`CacheHierarchy.stall_cycles`); the line fills and write-backs that reach DDR are charged by
-the DDR model, with the fill latency overlapped `cpu.miss_overlap` misses at a time.
+result. An A55 is in order and dual-issue:
 
-Cache maintenance (hbSysFlushMem) is CPU work too: one maintenance instruction per line of
-the range, each `cpu.cache_op_cycles`, after a fixed `cpu.flush_call_cycles` (the system
-call and its barriers). What it writes back is DDR traffic like any other, and the barrier
-at its end waits for the last write to land (one DDR latency).
+- Issue. A work item's instructions need at least `total / issue_width` cycles, and each
+  class at least its count over the pipelines that execute it (integer ALU, load, store,
+  FP, branch); the busiest constraint sets the pace. A mispredicted branch costs
+  `mispredict_cycles`; a division stalls for `fdiv_cycles` (less the issue slot it takes);
+  a write of the FP control register costs `fpcr_write_cycles`.
+- Memory (`emu.cpu.memsys` says which access did what). A load that hits L2 or L3 stalls
+  for that level's latency; a load that misses to DDR and that the prefetcher did not cover
+  stalls for the L3 lookup and then the DDR latency, one miss after the other (the in-order
+  core waits for each dependent load). Loads the prefetcher covered cost no stall, and store
+  misses none either (the store buffer absorbs them); their lines still move through the
+  DDR. A TLB miss stalls for the L2 TLB or a table walk.
+- Cache maintenance (hbSysFlushMem): one maintenance instruction per line of the range,
+  each `cpu.cache_op_cycles`, after a fixed `cpu.flush_call_cycles` (the system call and its
+  barriers). What it writes back is DDR traffic like any other, and the barrier at its end
+  waits for the last write to land (one DDR latency).
 """
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
+from emu.cpu import ops as op
 from emu.soc.clock import ceil_div
 from emu.soc.config import CpuConfig
 
 
-def compute_cycles(ops: int, fdivs: int, stall_cycles: int, cpu: CpuConfig) -> int:
-    """Core cycles of a work item, excluding the time its DDR traffic takes."""
-    if min(ops, fdivs, stall_cycles) < 0:
-        raise ValueError(f"negative counts: {ops=}, {fdivs=}, {stall_cycles=}")
-    return ceil_div(ops, cpu.issue_width) + fdivs * cpu.fdiv_cycles + stall_cycles
+def issue_cycles(counts: npt.NDArray[np.int64], cpu: CpuConfig) -> int:
+    """Core cycles of a work item's instructions, before any memory stall."""
+    c = [int(v) for v in counts]
+    if len(c) != op.N_CLASSES or min(c) < 0:
+        raise ValueError(f"instruction counts: expected {op.N_CLASSES} counts >= 0, got {c}")
+    if c[op.MISPREDICT] > c[op.BRANCH]:
+        raise ValueError(f"{c[op.MISPREDICT]} mispredicts of {c[op.BRANCH]} branches")
+    instructions = sum(c) - c[op.MISPREDICT]
+    pace = max(
+        ceil_div(instructions, cpu.issue_width),
+        ceil_div(c[op.INT], cpu.alu_pipes),
+        ceil_div(c[op.LOAD], cpu.load_pipes),
+        ceil_div(c[op.STORE], cpu.store_pipes),
+        ceil_div(c[op.FP] + c[op.FCVT] + c[op.FDIV], cpu.fp_pipes),
+        ceil_div(c[op.BRANCH], cpu.branch_pipes),
+    )
+    return (pace + c[op.MISPREDICT] * cpu.mispredict_cycles
+            + c[op.FDIV] * (cpu.fdiv_cycles - 1) + c[op.FPCR] * cpu.fpcr_write_cycles)
 
 
-def miss_latency_ps(ddr_reads: int, cpu: CpuConfig, ddr_latency_ps: int) -> int:
-    """Latency exposed by line fills from DDR, `miss_overlap` of them in flight at once."""
-    return ceil_div(ddr_reads, cpu.miss_overlap) * ddr_latency_ps
+def memory_stall_cycles(l2_loads: int, l3_loads: int, ddr_loads: int, tlb_l2_hits: int,
+                        tlb_walks: int, cpu: CpuConfig) -> int:
+    """Core cycles loads wait on the caches and the TLBs (the DDR latency is separate)."""
+    if min(l2_loads, l3_loads, ddr_loads, tlb_l2_hits, tlb_walks) < 0:
+        raise ValueError("negative memory event counts")
+    return (l2_loads * cpu.l2.hit_latency_cycles
+            + (l3_loads + ddr_loads) * cpu.l3.hit_latency_cycles
+            + tlb_l2_hits * cpu.tlb.l2_hit_cycles + tlb_walks * cpu.tlb.walk_cycles)
+
+
+def ddr_latency_ps(ddr_loads: int, ddr_latency: int) -> int:
+    """Latency the core waits for demand loads from DDR: each one's, in turn."""
+    if ddr_loads < 0:
+        raise ValueError(f"negative count: {ddr_loads=}")
+    return ddr_loads * ddr_latency
 
 
 def lines_in_range(start: int, nbytes: int, line_bytes: int) -> int:
@@ -46,6 +83,6 @@ def maintenance_cycles(lines: int, cpu: CpuConfig) -> int:
     return cpu.flush_call_cycles + lines * cpu.cache_op_cycles
 
 
-def write_back_latency_ps(lines_written: int, ddr_latency_ps: int) -> int:
+def write_back_latency_ps(lines_written: int, ddr_latency: int) -> int:
     """Latency a maintenance barrier waits for its write-backs: the last one's, if any."""
-    return ddr_latency_ps if lines_written else 0
+    return ddr_latency if lines_written else 0

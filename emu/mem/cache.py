@@ -1,8 +1,8 @@
 """The A55 data-cache hierarchy: private L1D and L2 per core, one L3 shared by the cluster.
 
 The model counts hits, line fills from DDR and dirty write-backs to DDR for a stream of byte
-addresses; time is derived from those counts elsewhere (`CacheHierarchy.stall_cycles` for
-the on-chip hits, the DDR model for the DDR lines). A pure-Python reference with the same
+addresses; time is derived from those counts elsewhere (`emu.cpu.timing` for the on-chip
+hits, the DDR model for the DDR lines). A pure-Python reference with the same
 semantics lives in `tests/mem/cache_reference.py`; the two must agree exactly, so the rules
 below are the specification.
 
@@ -32,6 +32,15 @@ next level of the same core (L1D -> L2 of `c`, L2 -> L3):
 A dirty line evicted from L3 is one DDR write-back. Each eviction chain is followed to its end
 before the next fill starts, so in one access the L2 fill (and its chain) happens before the
 L1D fill (and its chain).
+
+Streaming writes. A write flagged `no_allocate` (the core's write-streaming mode: a full line
+stored as part of a long run, `emu.cpu.memsys`) that hits L1D of `c` is an ordinary L1 hit.
+Otherwise it goes to memory without a line fill: `x` is removed from L2 of `c` and from L3
+if they hold it (the store replaces the whole line, so nothing is written back) and is not
+allocated anywhere; it counts one DDR streaming write.
+
+Outcome. Each access's outcome is also reported on its own: 1 L1 hit, 2 L2 hit, 3 L3 hit,
+4 DDR read, 5 streaming write.
 
 Maintenance. `clean(start, nbytes)` and `invalidate(start, nbytes)` act on every line that
 overlaps the byte range `[start, start + nbytes)`, in every cache of every core. `clean` marks
@@ -69,6 +78,8 @@ class CacheStats:
     """Lines filled from DDR (one per access that missed every level)."""
     ddr_writebacks: int = 0
     """Dirty lines evicted from L3 and written to DDR."""
+    ddr_stream_writes: int = 0
+    """Lines written straight to DDR by streaming writes (no fill)."""
 
     @property
     def l1_misses(self) -> int:
@@ -82,9 +93,14 @@ class CacheStats:
     def l3_misses(self) -> int:
         return self.l2_misses - self.l3_hits
 
+    @property
+    def ddr_writes(self) -> int:
+        """Lines written to DDR: write-backs and streaming writes."""
+        return self.ddr_writebacks + self.ddr_stream_writes
+
     def ddr_bytes(self, line_bytes: int) -> int:
-        """Bytes moved to and from DDR: every fill and every write-back is one whole line."""
-        return (self.ddr_reads + self.ddr_writebacks) * line_bytes
+        """Bytes moved to and from DDR: every fill and every write is one whole line."""
+        return (self.ddr_reads + self.ddr_writes) * line_bytes
 
     def __add__(self, other: CacheStats) -> CacheStats:
         if not isinstance(other, CacheStats):
@@ -96,6 +112,7 @@ class CacheStats:
             l3_hits=self.l3_hits + other.l3_hits,
             ddr_reads=self.ddr_reads + other.ddr_reads,
             ddr_writebacks=self.ddr_writebacks + other.ddr_writebacks,
+            ddr_stream_writes=self.ddr_stream_writes + other.ddr_stream_writes,
         )
 
 
@@ -178,39 +195,39 @@ class CacheHierarchy:
         core: int,
         addrs: npt.ArrayLike,
         is_write: npt.ArrayLike | None = None,
+        no_allocate: npt.ArrayLike | None = None,
+        outcomes: npt.NDArray[np.uint8] | None = None,
     ) -> CacheStats:
         """Run byte addresses `addrs`, in order, through the caches of `core`.
 
-        `is_write` is a bool array as long as `addrs` (None: all reads). Addresses may have any
-        integer dtype and must not be negative.
+        `is_write` and `no_allocate` are bool arrays as long as `addrs` (None: all reads; no
+        streaming writes); `no_allocate` may be set only on writes. Addresses may have any
+        integer dtype and must not be negative. `outcomes`, if given, receives each access's
+        outcome (1 to 5, see the module docstring).
         """
         if isinstance(core, bool) or not isinstance(core, int | np.integer):
             raise ValueError(f"core: expected an integer core index, got {core!r}")
         if not 0 <= core < self.cpu.cores:
             raise ValueError(f"core: {core} is not a core of this {self.cpu.cores}-core cluster")
         lines = self._lines_of(addrs)
-        if is_write is None:
-            writes = np.zeros(lines.size, dtype=np.bool_)
-        else:
-            writes = np.asarray(is_write)
-            if writes.dtype != np.bool_:
-                raise TypeError(f"is_write: expected a bool array, got dtype {writes.dtype}")
-            if writes.ndim > 1:
-                raise ValueError(f"is_write: expected a 1-D array, got shape {writes.shape}")
-            writes = np.ascontiguousarray(writes.reshape(-1))
-            if writes.size != lines.size:
-                raise ValueError(
-                    f"is_write: {writes.size} flags for {lines.size} addresses; "
-                    "they must be the same length"
-                )
+        writes = self._flags(is_write, lines.size, "is_write")
+        streaming = self._flags(no_allocate, lines.size, "no_allocate")
+        if (streaming & ~writes).any():
+            raise ValueError("no_allocate: only a write can be a streaming write")
+        if outcomes is None:
+            outcomes = np.empty(lines.size, np.uint8)
+        elif outcomes.dtype != np.uint8 or outcomes.shape != (lines.size,):
+            raise ValueError(f"outcomes: expected a uint8 array of {lines.size} entries")
         counts, self._clock = _access_kernel(
             lines,
             writes,
+            streaming,
             int(core),
             self.l1d.as_tuple(),
             self.l2.as_tuple(),
             self.l3.as_tuple(),
             self._clock,
+            outcomes,
         )
         return CacheStats(
             accesses=int(lines.size),
@@ -219,19 +236,23 @@ class CacheHierarchy:
             l3_hits=int(counts[2]),
             ddr_reads=int(counts[3]),
             ddr_writebacks=int(counts[4]),
+            ddr_stream_writes=int(counts[5]),
         )
 
-    def stall_cycles(self, stats: CacheStats) -> int:
-        """Core cycles spent waiting on hits beyond L1D: L2 and L3 hit latencies.
-
-        L1D hits are part of the pipeline's normal load-to-use and are not counted. Misses to
-        DDR are not counted either: the DDR model charges them, from `stats.ddr_reads` and
-        `stats.ddr_writebacks`, because their time depends on what else shares the DDR.
-        """
-        return (
-            stats.l2_hits * self.cpu.l2.hit_latency_cycles
-            + stats.l3_hits * self.cpu.l3.hit_latency_cycles
-        )
+    @staticmethod
+    def _flags(flags: npt.ArrayLike | None, size: int, name: str) -> npt.NDArray[np.bool_]:
+        if flags is None:
+            return np.zeros(size, dtype=np.bool_)
+        out = np.asarray(flags)
+        if out.dtype != np.bool_:
+            raise TypeError(f"{name}: expected a bool array, got dtype {out.dtype}")
+        if out.ndim > 1:
+            raise ValueError(f"{name}: expected a 1-D array, got shape {out.shape}")
+        out = np.ascontiguousarray(out.reshape(-1))
+        if out.size != size:
+            raise ValueError(f"{name}: {out.size} flags for {size} addresses; they must be "
+                             "the same length")
+        return out
 
     def clean(self, start: int, nbytes: int) -> int:
         """Write back every dirty line overlapping `[start, start + nbytes)`, everywhere.
@@ -328,21 +349,34 @@ def _write_back(level: _Level, cache: int, line: int, stamp: int) -> int:
     return _insert(level, cache, s, line, 1, stamp)
 
 
+@njit_inline
+def _drop(level: _Level, cache: int, s: int, line: int) -> None:
+    """Remove `line` from set `s` if it is there (a streaming write replaced it)."""
+    way = _find(level[0], cache, s, line)
+    if way >= 0:
+        level[0][cache, s, way] = -1
+        level[1][cache, s, way] = 0
+        level[2][cache, s, way] = 0
+
+
 @njit
 def _access_kernel(
     lines: npt.NDArray[np.int64],
     is_write: npt.NDArray[np.bool_],
+    no_allocate: npt.NDArray[np.bool_],
     core: int,
     l1d: _Level,
     l2: _Level,
     l3: _Level,
     clock: int,
+    outcomes: npt.NDArray[np.uint8],
 ) -> tuple[npt.NDArray[np.int64], int]:
-    """Run `lines` for `core`; return the counts and the advanced LRU clock.
+    """Run `lines` for `core`; return the counts and the advanced LRU clock, and write each
+    access's outcome into `outcomes`.
 
-    counts = [L1D hits, L2 hits, L3 hits, DDR reads, DDR write-backs].
+    counts = [L1D hits, L2 hits, L3 hits, DDR reads, DDR write-backs, streaming writes].
     """
-    l1_hits = l2_hits = l3_hits = ddr_reads = ddr_writebacks = 0
+    l1_hits = l2_hits = l3_hits = ddr_reads = ddr_writebacks = stream_writes = 0
     l1_tags, l1_stamps, l1_dirt = l1d
     l2_tags, l2_stamps = l2[0], l2[1]
     l3_tags, l3_stamps = l3[0], l3[1]
@@ -357,23 +391,33 @@ def _access_kernel(
         way = _find(l1_tags, core, s1, line)
         if way >= 0:
             l1_hits += 1
+            outcomes[i] = 1
             l1_stamps[core, s1, way] = clock
             if dirty:
                 l1_dirt[core, s1, way] = 1
             continue
         s2 = line & l2_mask
+        if no_allocate[i]:
+            stream_writes += 1
+            outcomes[i] = 5
+            _drop(l2, core, s2, line)
+            _drop(l3, 0, line & l3_mask, line)
+            continue
         way = _find(l2_tags, core, s2, line)
         if way >= 0:
             l2_hits += 1
+            outcomes[i] = 2
             l2_stamps[core, s2, way] = clock
         else:
             s3 = line & l3_mask
             way = _find(l3_tags, 0, s3, line)
             if way >= 0:
                 l3_hits += 1
+                outcomes[i] = 3
                 l3_stamps[0, s3, way] = clock
             else:
                 ddr_reads += 1
+                outcomes[i] = 4
                 if _insert(l3, 0, s3, line, 0, clock) >= 0:
                     ddr_writebacks += 1
             # Every fill and write-back takes a fresh stamp, so that two lines placed in one
@@ -393,5 +437,6 @@ def _access_kernel(
                 clock += 1
                 if _write_back(l3, 0, evicted, clock) >= 0:
                     ddr_writebacks += 1
-    counts = np.array([l1_hits, l2_hits, l3_hits, ddr_reads, ddr_writebacks], dtype=np.int64)
+    counts = np.array([l1_hits, l2_hits, l3_hits, ddr_reads, ddr_writebacks, stream_writes],
+                      dtype=np.int64)
     return counts, clock

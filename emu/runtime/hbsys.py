@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from emu.cpu import ops
 from emu.cpu.cluster import CLEAN, INVALIDATE, CacheMaintenance, CpuWork
 from emu.errors import PoolError
 from emu.mem.pool import PoolBuffer
@@ -141,18 +142,24 @@ def hbSysFlushMem(mem: hbSysMem, flag: int) -> int:
         if buf.cached:
             kind = CLEAN if op == HB_SYS_MEM_CACHE_CLEAN else INVALIDATE
             label = f"cache {kind}"
-            thread.cpu(CpuWork(label, ops=0, maintenance=CacheMaintenance(
+            thread.cpu(CpuWork(label, ops=ops.counts(), maintenance=CacheMaintenance(
                 kind, buf.phys_addr, buf.size_bytes)), label)
         return HB_SYS_SUCCESS
 
 
 def _copy_cost(sess: session.Session, buf: PoolBuffer, size: int, label: str, *,
                writes: bool) -> CpuWork:
-    # memcpy on the host core: one NEON load and store per vector, through the caches.
-    cpu = sess.soc.config.cpu
+    # memcpy on the host core: per vector a NEON load and store, and a loop step (an ALU op
+    # and a branch, mispredicted once at the end). Only the pool side is in the simulated
+    # address space: one access per line, stores writing whole lines where the copy covers
+    # them.
+    cpu = sess.config.cpu
+    vectors = -(-size // cpu.vector_bytes)
     addrs = np.arange(buf.phys_addr, buf.phys_addr + size, cpu.line_bytes, dtype=np.int64)
-    return CpuWork(label, ops=2 * -(-size // cpu.vector_bytes), addrs=addrs,
-                   is_write=np.full(len(addrs), writes))
+    full = writes & (addrs + cpu.line_bytes <= buf.phys_addr + size)
+    return CpuWork(label, ops=ops.counts(load=vectors, store=vectors, int=vectors,
+                                         branch=vectors, mispredict=1),
+                   addrs=addrs, is_write=np.full(len(addrs), writes), full_line=full)
 
 
 def _host_bytes(array: Any, *, writable: bool) -> npt.NDArray[np.uint8] | None:

@@ -106,6 +106,23 @@ class CacheLevelConfig:
 
 
 @dataclass(frozen=True)
+class TlbConfig:
+    """The data TLBs of an A55 core: a small fully associative L1 and a set-associative L2."""
+
+    page_bytes: int = param("bytes", "page size of the pool's mappings", power_of_two=True,
+                            minimum=1024, maximum=1 << 30)
+    l1_entries: int = param("count", "entries of the fully associative L1 data TLB",
+                            minimum=1, maximum=1024)
+    l2_entries: int = param("count", "entries of the L2 TLB", power_of_two=True, minimum=1,
+                            maximum=1 << 16)
+    l2_ways: int = param("count", "associativity of the L2 TLB", minimum=1, maximum=64)
+    l2_hit_cycles: int = _cycles("cycles an access stalls when the L1 TLB misses and the L2 "
+                                 "TLB hits")
+    walk_cycles: int = _cycles("cycles an access stalls for a translation table walk (both "
+                               "TLBs miss)")
+
+
+@dataclass(frozen=True)
 class CpuConfig:
     """The A55 cluster."""
 
@@ -113,8 +130,18 @@ class CpuConfig:
     freq_hz: float = _clock("A55 core clock")
     issue_width: int = param("count", "instructions issued per cycle (in-order)", minimum=1,
                              maximum=16)
+    alu_pipes: int = param("count", "integer ALU pipelines", minimum=1, maximum=16)
+    load_pipes: int = param("count", "load pipelines", minimum=1, maximum=16)
+    store_pipes: int = param("count", "store pipelines", minimum=1, maximum=16)
+    fp_pipes: int = param("count", "floating-point pipelines (add, multiply, convert)",
+                          minimum=1, maximum=16)
+    branch_pipes: int = param("count", "branch pipelines", minimum=1, maximum=16)
+    mispredict_cycles: int = _cycles("cycles lost to a mispredicted branch")
     fdiv_cycles: int = _cycles(
-        "cycles one float32 division holds the divider (not pipelined)", minimum=1)
+        "cycles a single-precision division stalls the in-order core (its latency: the "
+        "kernels use every quotient at once)", minimum=1)
+    fpcr_write_cycles: int = _cycles(
+        "cycles a write to the floating-point control register (fesetround) costs")
     line_bytes: int = param("bytes", "cache line size at every level", power_of_two=True,
                             minimum=16, maximum=1024)
     vector_bytes: int = param(
@@ -123,10 +150,10 @@ class CpuConfig:
     l1d: L1Config = param("block", "private L1 data cache of each core")
     l2: CacheLevelConfig = param("block", "private L2 cache of each core")
     l3: CacheLevelConfig = param("block", "L3 cache shared by the cluster")
-    miss_overlap: int = param(
-        "count", "line fills from DDR one core keeps in flight (memory-level parallelism)",
-        minimum=1, maximum=256,
-    )
+    tlb: TlbConfig = param("block", "data TLBs of each core")
+    write_stream_lines: int = param(
+        "count", "consecutive full-line stores after which further ones go to memory without "
+        "a line fill (write streaming)", minimum=1, maximum=1 << 20)
     ddr_port_bytes_per_s: float = _rate("most DDR bandwidth one core's line fills can draw")
     cache_op_cycles: int = _cycles(
         "cycles one cache-maintenance instruction (clean or invalidate one line by address) "
@@ -487,6 +514,14 @@ def _check_consistency(soc: SocConfig) -> None:
             raise ConfigError(
                 f"cpu.{level}.ways: {cache.ways} ways give {sets} sets, which is not a power of two"
             )
+    tlb = soc.cpu.tlb
+    tlb_sets = tlb.l2_entries // tlb.l2_ways
+    if tlb_sets * tlb.l2_ways != tlb.l2_entries or tlb_sets & (tlb_sets - 1):
+        raise ConfigError(f"cpu.tlb.l2_ways: {tlb.l2_ways} ways do not give a power-of-two "
+                          f"number of sets of {tlb.l2_entries} entries")
+    if tlb.page_bytes < line:
+        raise ConfigError(f"cpu.tlb.page_bytes: a {tlb.page_bytes} B page is smaller than a "
+                          f"{line} B cache line (cpu.line_bytes)")
     if soc.cpu.vector_bytes > line:
         raise ConfigError(f"cpu.vector_bytes: a {soc.cpu.vector_bytes} B vector does not fit a "
                           f"{line} B cache line (cpu.line_bytes)")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from emu.bpu.timing import Layer
+from emu.cpu import ops
 from emu.cpu.cluster import CpuWork
 from emu.errors import HostThreadError, InputError, SimulationError, UserError
 from emu.runtime import hbdsp, hbsys, session
@@ -80,20 +81,30 @@ def synthetic_network(name: str, gmacs: float, in_bytes: int, out_bytes: int,
     return layers
 
 
-def downscale_addresses(width: int, height: int, src: int, dst: int, vector_bytes: int,
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """Addresses of a 2x downscale loop, one per NEON access of `vector_bytes`, in program
-    order."""
+def downscale_work(name: str, width: int, height: int, src: int, dst: int, vector_bytes: int,
+                   line_bytes: int) -> CpuWork:
+    """A 2x downscale of a `width` x `height` 8-bit image at `src` into `dst`, as a NEON
+    loop: per output vector, two vector loads from each of the two input rows, the pairwise
+    adds and the rounding narrow (6 NEON ops on the FP pipes), one store, and the loop step
+    (1 ALU op, a branch). Accesses in program order: the top row (stream 0), the bottom row
+    (stream 1), the output (stream 2): its stores run along the row, so the store buffer
+    merges them into whole lines, recorded once per line as full-line stores."""
     step = vector_bytes
     rows = np.arange(height // 2, dtype=np.int64)
     cols = np.arange(0, width, 2 * step, dtype=np.int64)
     top = src + (2 * rows[:, None]) * width + cols[None, :]
     bottom = top + width
-    first = top + step
     out = dst + rows[:, None] * (width // 2) + cols[None, :] // 2
-    per = np.stack([top, first, bottom, bottom + step, out], axis=-1).reshape(-1)
-    writes = np.tile(np.array([0, 0, 0, 0, 1], dtype=bool), len(per) // 5)
-    return per, writes
+    per = np.stack([top, top + step, bottom, bottom + step, out], axis=-1).reshape(-1)
+    kinds = np.tile(np.arange(5), len(per) // 5)
+    keep = (kinds < 4) | (per % line_bytes == 0)
+    per, kinds = per[keep], kinds[keep]
+    streams = np.array([0, 0, 1, 1, 2], np.uint8)[kinds]
+    writes = kinds == 4
+    vectors = out.size
+    return CpuWork(name, ops=ops.counts(load=4 * vectors, store=vectors, fp=6 * vectors,
+                                        int=vectors, branch=vectors, mispredict=height // 2),
+                   addrs=per, is_write=writes, full_line=writes, streams=streams)
 
 
 @dataclass
@@ -142,15 +153,15 @@ class _Camera:
         output, scores = self._alloc(len(blob)), self._alloc(4 * math.prod(out_shape))
         assert output.virAddr is not None
         output.virAddr[:] = np.frombuffer(blob, np.uint8)
-        addrs, writes = downscale_addresses(p.width, p.height, image.phyAddr, small.phyAddr,
-                                            session.current().config.cpu.vector_bytes)
+        cpu = session.current().config.cpu
         ctrl = hbdsp.hbDSPRpcCtrlParam()
         hbdsp.HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
         ctrl.rpcCmd, ctrl.priority = nn.CMD_DEQUANTIZE, self.priority
         for index in range(p.frames):
             self._frame(index, image, small, output, scores, ctrl,
-                        CpuWork(f"cam{self.cam} downscale {index}", ops=6 * in_bytes,
-                                addrs=addrs, is_write=writes))
+                        downscale_work(f"cam{self.cam} downscale {index}", p.width, p.height,
+                                       image.phyAddr, small.phyAddr, cpu.vector_bytes,
+                                       cpu.line_bytes))
         for mem in (image, small, output, scores):
             hbsys.hbSysFreeMem(mem)
 

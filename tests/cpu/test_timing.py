@@ -1,28 +1,53 @@
 import pytest
 
-from emu.cpu import timing
+from emu.cpu import ops, timing
 from emu.soc.config import load_config
 
-CPU = load_config(overrides=["cpu.issue_width=2", "cpu.fdiv_cycles=10",
-                             "cpu.miss_overlap=4"]).soc.cpu
+CPU = load_config(overrides=["cpu.issue_width=2", "cpu.alu_pipes=2", "cpu.load_pipes=1",
+                             "cpu.store_pipes=1", "cpu.fp_pipes=2", "cpu.branch_pipes=1",
+                             "cpu.fdiv_cycles=13", "cpu.mispredict_cycles=8",
+                             "cpu.fpcr_write_cycles=5"]).soc.cpu
 
 
-def test_compute_cycles_adds_issue_divides_and_stalls():
-    assert timing.compute_cycles(ops=101, fdivs=4, stall_cycles=87, cpu=CPU) == 51 + 40 + 87
+def test_dual_issue_paces_a_balanced_mix():
+    # 100 ALU ops, 50 loads, 50 stores: 200 instructions at 2 a cycle; no pipe is busier.
+    assert timing.issue_cycles(ops.counts(int=100, load=50, store=50), CPU) == 100
+
+
+def test_the_busiest_pipe_sets_the_pace():
+    # 90 loads on the one load pipe outlast 100 instructions at 2 a cycle.
+    assert timing.issue_cycles(ops.counts(int=10, load=90), CPU) == 90
+    assert timing.issue_cycles(ops.counts(store=7), CPU) == 7
+    assert timing.issue_cycles(ops.counts(fp=9, fcvt=1), CPU) == 5
+    assert timing.issue_cycles(ops.counts(branch=6, int=2), CPU) == 6
+
+
+def test_divisions_mispredicts_and_fpcr_writes_add_their_stalls():
+    base = timing.issue_cycles(ops.counts(int=20, branch=10), CPU)
+    assert base == 15
+    assert timing.issue_cycles(ops.counts(int=20, branch=10, mispredict=3), CPU) == 15 + 24
+    assert timing.issue_cycles(ops.counts(int=20, fdiv=2), CPU) == 11 + 2 * 12
+    assert timing.issue_cycles(ops.counts(int=20, fpcr=4), CPU) == 12 + 4 * 5
 
 
 def test_replacing_divisions_by_multiplications_is_cheaper():
-    with_div = timing.compute_cycles(ops=1000, fdivs=100, stall_cycles=0, cpu=CPU)
-    with_mul = timing.compute_cycles(ops=1100, fdivs=0, stall_cycles=0, cpu=CPU)
-    assert with_mul < with_div
+    assert (timing.issue_cycles(ops.counts(fp=100), CPU)
+            < timing.issue_cycles(ops.counts(fdiv=100), CPU))
 
 
-def test_misses_overlap_by_miss_overlap():
-    assert timing.miss_latency_ps(9, CPU, 100_000) == 3 * 100_000
-    assert timing.miss_latency_ps(8, CPU, 100_000) == 2 * 100_000
-    assert timing.miss_latency_ps(0, CPU, 100_000) == 0
+def test_memory_stalls_and_ddr_latency():
+    stalls = timing.memory_stall_cycles(3, 2, 1, 4, 5, CPU)
+    assert stalls == (3 * CPU.l2.hit_latency_cycles + 3 * CPU.l3.hit_latency_cycles
+                      + 4 * CPU.tlb.l2_hit_cycles + 5 * CPU.tlb.walk_cycles)
+    assert timing.ddr_latency_ps(7, 100_000) == 700_000
 
 
-def test_negative_counts_are_refused():
+def test_bad_counts_are_refused():
     with pytest.raises(ValueError):
-        timing.compute_cycles(-1, 0, 0, CPU)
+        timing.issue_cycles(ops.counts(branch=1, mispredict=2), CPU)
+    with pytest.raises(ValueError):
+        ops.counts(load=-1)
+    with pytest.raises(ValueError):
+        ops.counts(vector=1)
+    with pytest.raises(ValueError):
+        timing.memory_stall_cycles(-1, 0, 0, 0, 0, CPU)

@@ -63,28 +63,43 @@ class ReferenceHierarchy:
         self.l3 = _Cache(cpu.l3, cpu.line_bytes)
 
     def access(
-        self, core: int, addrs: Iterable[int], is_write: Iterable[bool] | None = None
-    ) -> CacheStats:
+        self, core: int, addrs: Iterable[int], is_write: Iterable[bool] | None = None,
+        no_allocate: Iterable[bool] | None = None,
+    ) -> tuple[CacheStats, list[int]]:
+        """The stats and each access's outcome (1 L1, 2 L2, 3 L3, 4 DDR, 5 streamed)."""
         addrs = [int(a) for a in addrs]
         writes = [False] * len(addrs) if is_write is None else [bool(w) for w in is_write]
+        streams = [False] * len(addrs) if no_allocate is None else [bool(n) for n in no_allocate]
         hits = [0, 0, 0]
         ddr_reads = 0
         ddr_writebacks = 0
+        stream_writes = 0
+        outcomes = []
         l1d, l2, l3 = self.l1d[core], self.l2[core], self.l3
-        for addr, write in zip(addrs, writes, strict=True):
+        for addr, write, stream in zip(addrs, writes, streams, strict=True):
             line = addr // self.line_bytes
             if l1d.touch(line):
                 hits[0] += 1
+                outcomes.append(1)
                 if write:
                     l1d.set_of(line)[line] = True
                 continue
+            if stream:
+                stream_writes += 1
+                outcomes.append(5)
+                l2.set_of(line).pop(line, None)
+                l3.set_of(line).pop(line, None)
+                continue
             if l2.touch(line):
                 hits[1] += 1
+                outcomes.append(2)
             else:
                 if l3.touch(line):
                     hits[2] += 1
+                    outcomes.append(3)
                 else:
                     ddr_reads += 1
+                    outcomes.append(4)
                     if l3.insert(line, False) is not None:
                         ddr_writebacks += 1
                 ddr_writebacks += self._spill_to_l3(l2.insert(line, False))
@@ -98,7 +113,8 @@ class ReferenceHierarchy:
             l3_hits=hits[2],
             ddr_reads=ddr_reads,
             ddr_writebacks=ddr_writebacks,
-        )
+            ddr_stream_writes=stream_writes,
+        ), outcomes
 
     def _spill_to_l3(self, evicted: int | None) -> int:
         """Write a dirty line evicted from an L2 into L3; return the DDR write-backs (0 or 1)."""

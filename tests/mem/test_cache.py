@@ -69,11 +69,14 @@ class Pair:
         self.ref = ReferenceHierarchy(cpu)
 
     def access(
-        self, core: int, addrs: np.ndarray, is_write: np.ndarray | None = None
+        self, core: int, addrs: np.ndarray, is_write: np.ndarray | None = None,
+        no_allocate: np.ndarray | None = None,
     ) -> CacheStats:
-        got = self.model.access(core, addrs, is_write)
-        want = self.ref.access(core, addrs.tolist(), is_write)
+        outcomes = np.zeros(len(addrs), np.uint8)
+        got = self.model.access(core, addrs, is_write, no_allocate, outcomes)
+        want, want_outcomes = self.ref.access(core, addrs.tolist(), is_write, no_allocate)
         assert got == want
+        assert outcomes.tolist() == want_outcomes
         return got
 
     def clean(self, start: int, nbytes: int) -> int:
@@ -118,7 +121,6 @@ def test_two_way_conflicts_thrash_l1_and_hit_l2() -> None:
     # L1D set 0 is [2, 4]: each access evicts the line needed two accesses later.
     again = pair.access(0, lines(0, 2, 4, 0, 2, 4))
     assert again == CacheStats(accesses=6, l2_hits=6)
-    assert pair.model.stall_cycles(again) == 6 * 9
     pair.check_state()
 
 
@@ -177,7 +179,16 @@ def test_cores_share_l3_but_not_l1_or_l2() -> None:
     assert pair.access(0, lines(0, 1)) == CacheStats(accesses=2, ddr_reads=2)
     assert pair.access(1, lines(0, 1)) == CacheStats(accesses=2, l3_hits=2)
     assert pair.access(0, lines(0, 1)) == CacheStats(accesses=2, l1_hits=2)
-    assert pair.model.stall_cycles(CacheStats(l2_hits=3, l3_hits=2)) == 3 * 9 + 2 * 30
+
+
+def test_streaming_writes_skip_the_fill_and_drop_stale_copies() -> None:
+    pair = Pair(SMALL)
+    pair.access(0, lines(0, 2, 4))  # L1D set 0 [2, 4]; line 0 is left in L2 and L3
+    # Line 0 streams: no fill, its L2 and L3 copies dropped; line 4 is an L1D hit, as ever.
+    got = pair.access(0, lines(0, 4), flags("WW"), np.array([True, True]))
+    assert got == CacheStats(accesses=2, l1_hits=1, ddr_stream_writes=1)
+    assert pair.access(0, lines(0)) == CacheStats(accesses=1, ddr_reads=1)
+    pair.check_state()
 
 
 def test_repeated_single_address() -> None:
@@ -401,7 +412,8 @@ operation = st.one_of(
     st.tuples(
         st.just("access"),
         st.integers(0, 2),
-        st.lists(st.tuples(st.integers(0, 40 * 64), st.booleans()), max_size=60),
+        st.lists(st.tuples(st.integers(0, 40 * 64), st.sampled_from(["R", "W", "S"])),
+                 max_size=60),
     ),
     st.tuples(
         st.sampled_from(["clean", "invalidate"]), st.integers(0, 40 * 64), st.integers(0, 640)
@@ -418,7 +430,9 @@ def test_property_model_matches_reference(cpu: CpuConfig, operations: list[tuple
     for kind, a, b in operations:
         if kind == "access":
             addrs = np.array([addr for addr, _ in b], dtype=np.int64)
-            pair.access(a % cpu.cores, addrs, np.array([w for _, w in b], dtype=bool))
+            # R read, W write, S streaming write (no allocate)
+            pair.access(a % cpu.cores, addrs, np.array([k != "R" for _, k in b], dtype=bool),
+                        np.array([k == "S" for _, k in b], dtype=bool))
         elif kind == "clean":
             pair.clean(a, b)
         else:

@@ -35,9 +35,12 @@ def test_alloc_write_flush_read_free(sess):
     assert (mem.virAddr.view(np.int32) == data).all()
     before = sess.main.now_ps
     assert hbSysFlushMem(mem, HB_SYS_MEM_CACHE_CLEAN) == 0
-    # The call, one 10-cycle op per line (16 lines at 1 GHz), then the 16 dirty lines the
-    # write left go back to DDR: one latency, then 1024 B at the core's 8 GB/s port.
-    assert sess.main.now_ps - before == 1000 + 16 * 10_000 + 100_000 + 128_000
+    # The write streamed lines 3-14 to DDR (whole lines, after a run of cpu.write_stream_lines
+    # = 4), so the caches hold 4 dirty lines (0-2, and 15, which the 1000 B fill only in
+    # part). The call, one 10-cycle op per line (16 lines at 1 GHz), then those 4 lines go
+    # back to DDR: one latency, then 256 B at the core's 8 GB/s port.
+    assert sess.soc.cpu.counters["ddr_stream_writes"] == 12
+    assert sess.main.now_ps - before == 1000 + 16 * 10_000 + 100_000 + 32_000
     out = np.zeros(250, dtype=np.int32)
     assert hbSysReadMem(out, mem, 1000) == 0
     assert (out == data).all()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import emu
+from emu.cpu import ops
 from emu.cpu.cluster import CpuWork
 from emu.errors import HostThreadError, SimulationError
 from emu.runtime import session
@@ -81,10 +82,10 @@ def test_pinned_threads_share_their_core():
 def test_cpu_work_goes_through_the_cache_model_on_the_core_it_runs_on():
     with emu.Session(overrides=["cpu.freq_hz=1e9", "cpu.issue_width=2"]) as s:
         main = s.main
-        main.cpu(CpuWork("ops only", ops=2000), "ops")
+        main.cpu(CpuWork("ops only", ops=ops.counts(int=1000, fp=1000)), "ops")
         assert main.now_ps == 1_000_000  # 2000 ops, 2 a cycle, 1 GHz
         lines = np.arange(0, 64 * 100, 64, dtype=np.int64)
-        main.cpu(CpuWork("stream", ops=0, addrs=lines), "stream")
+        main.cpu(CpuWork("stream", ops=ops.counts(), addrs=lines), "stream")
         assert s.soc.cpu.counters["ddr_line_reads"] == 100
         assert s.soc.ddr.stats()["bytes_by_requester"] == {"soc.cpu.core0": 6400}
 

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from emu.cpu import ops
 from emu.runtime import session
 from emu.workloads.pointcloud.impls import IMPLS, Preprocessor
 from emu.workloads.pointcloud.params import CENTERPOINT, POINTPILLARS
@@ -99,22 +100,24 @@ def test_a_stream_buffer_sized_too_small_is_reported_not_overrun():
 
     stream = _Stream()
     stream.reset(2)  # a new stream: exactly two entries of room
-    assert stream.addrs.size == 2
+    assert len(stream.record) == 2
     last = np.full((1, 2), -1, np.int64)
     for line in range(3):  # three distinct lines: the third finds the buffer full
-        ck._touch(stream.addrs, stream.writes, last, stream.stats, 0, 64 * line, False, 6)
+        ck._touch(stream.record, last, stream.stats, 0, 64 * line, False, 6)
     assert stream.stats[ck.ENTRIES] == 2 and stream.stats[ck.OVERFLOW] == 1
     with pytest.raises(RuntimeError, match="sized too small"):
         stream.work("voxelize")
 
 
 def _memset_reference(start: int, nbytes: int, line_bytes: int, vector_bytes: int):
-    """One store per vector; one stream entry per line the bytes touch, in order."""
+    """One store per vector; one entry per line the bytes touch, in order, marked full where
+    every byte of the line is set."""
     lines: list[int] = []
     for byte in range(start, start + nbytes):
         if not lines or lines[-1] != byte // line_bytes * line_bytes:
             lines.append(byte // line_bytes * line_bytes)
-    return lines, -(-nbytes // vector_bytes)
+    full = [start <= line and line + line_bytes <= start + nbytes for line in lines]
+    return lines, full, -(-nbytes // vector_bytes)
 
 
 @pytest.mark.parametrize(("start", "nbytes", "line_bytes", "vector_bytes"), [
@@ -125,13 +128,13 @@ def test_memset_stream_records_one_entry_per_line_and_one_store_per_vector(
         start, nbytes, line_bytes, vector_bytes):
     from emu.workloads.pointcloud import cpu_kernels as ck
 
-    addrs = np.zeros(nbytes // line_bytes + 2, np.int64)
-    writes = np.zeros(len(addrs), np.bool_)
+    record = np.zeros((nbytes // line_bytes + 2, 2), np.int64)
     stats = np.zeros(ck.N_STATS, np.int64)
-    ck.memset_stream(start, nbytes, addrs, writes, stats, line_bytes.bit_length() - 1,
-                     vector_bytes)
-    lines, stores = _memset_reference(start, nbytes, line_bytes, vector_bytes)
+    ck.memset_stream(start, nbytes, record, stats, line_bytes.bit_length() - 1, vector_bytes)
+    lines, full, stores = _memset_reference(start, nbytes, line_bytes, vector_bytes)
     n = int(stats[ck.ENTRIES])
-    assert addrs[:n].tolist() == lines and writes[:n].all()
-    assert stats[ck.OPS] == stores
+    flags = record[:n, 1]
+    assert record[:n, 0].tolist() == lines and ((flags & ck.WRITE) != 0).all()
+    assert ((flags & ck.FULL_LINE) != 0).tolist() == full
+    assert stats[ops.STORE] == stores and stats[ops.BRANCH] == -(-stores // 4)
     assert stats[ck.MERGED] == max(0, stores - len(lines))

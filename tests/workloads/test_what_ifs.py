@@ -58,6 +58,10 @@ def CHANGED(after: list[int], before: list[int]) -> bool:
     return after != before
 
 
+def MORE_SOMEWHERE(after: list[int], before: list[int]) -> bool:
+    return NO_LESS(after, before) and CHANGED(after, before)
+
+
 # override: {group: expected relation of the new times to the preset's}
 CASES = {
     "cpu.freq_hz=2GHz": {"cpu": LESS, "dsp": LESS, "dsp_kernel_cycles": SAME},
@@ -76,7 +80,8 @@ CASES = {
     "vdsp.idma.channels=2": {"cpu": SAME, "dsp": NO_LESS, "dsp_kernel_cycles": SAME},
     "vdsp.idma.bytes_per_cycle=8": {"cpu": SAME, "dsp": MORE, "dsp_kernel_cycles": SAME},
     "ddr.bw_bytes_per_s=4GB/s": {"cpu": MORE, "dsp": MORE, "dsp_kernel_cycles": SAME},
-    "ddr.latency_ps=300ns": {"cpu": MORE, "dsp": MORE, "dsp_kernel_cycles": SAME},
+    # A stage whose loads all hit on chip or were prefetched waits on no DDR latency.
+    "ddr.latency_ps=300ns": {"cpu": MORE_SOMEWHERE, "dsp": MORE, "dsp_kernel_cycles": SAME},
 }
 
 

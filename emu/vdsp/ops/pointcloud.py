@@ -3,10 +3,26 @@
 Each takes one input buffer that starts with a 128-byte parameter block and one output
 buffer; tiles stream through the two TCMs with ping-pong iDMA (`emu.vdsp.tiling`).
 
-Parameter block, little-endian 32-bit words: 0 magic 0x4350454D ("EMPC"), 1 version 1,
-2 dims, 3 record count, 4 max pillars P, 5 max points per pillar K, 6 x_len, 7 y_len,
-8-15 reserved, 16-26 the float32 parameter vector of `pointcloud_kernels`; data at byte
-128.
+Parameter block, little-endian 32-bit words: 0 magic 0x4350454D ("EMPC"), 1 version 2,
+2 dims, 3 record count (stage 1: the points; stage 2: P x K, the records of the voxel
+buffer), 4 max pillars P, 5 max points per pillar K, 6 x_len, 7 y_len, 8 pillars used
+(stage 2), 9 voxel layout (stage 2: 1 slot-major, record s x P + n, the order of [c, s, n]
+features; 0 pillar-major, record n x K + s), 10-15 reserved (zero), 16-26 the float32
+parameter vector of `pointcloud_kernels`; data at byte 128. Version 1 had no words 8 and 9;
+its blocks are refused rather than read as "no pillars used".
+
+Stage 2 works on the pillars used only. Horizon's published DSP preprocessing sample for
+J5's successor passes the pillar count to its DSP stage and works on those; J5's own block
+is not public, and nothing suggests it does more. So stage 2 reads, encodes (scheme 1) and
+transposes all K slots of pillars 0 .. used-1 (one run of used x K records pillar-major, K
+rows of `used` records slot-major) and never reads the other records. Its output is still
+the whole features tensor, and the DSP writes the part of each plane that belongs to unused
+pillars as well: after the tiles of the used pillars come zero-fill tiles, which store zero
+vectors into their TCM output buffer (aligned stores, no input DMA) for the output iDMA to
+copy out like any other tile's result. The host therefore needs no memset of the features
+(and no change), and the unused pillars' part costs one vector store per 64 bytes plus the
+output DMA that moves it. Each zero-fill tile stores its zeros afresh: a TCM buffer is
+never assumed to still hold them (another task may have had the TCM since a preemption).
 """
 
 from __future__ import annotations
@@ -34,8 +50,9 @@ CMD_STAGE2_TRANSPOSE = 0x902
 CMD_STAGE2_ENCODE_TRANSPOSE = 0x903
 
 MAGIC = 0x4350454D
+VERSION = 2
 HEADER_BYTES = 128
-TILE_GROUP = 64  # records per tile come in whole 64s (one int8 vector per plane)
+TILE_GROUP = 64  # records per tile row come in whole 64s (one int8 vector per plane)
 
 
 class PillarGrid(Protocol):
@@ -51,16 +68,48 @@ class PillarGrid(Protocol):
     def x_len(self) -> int: ...
     @property
     def y_len(self) -> int: ...
+    @property
+    def slot_major(self) -> bool: ...
     def f32(self) -> np.ndarray: ...
 
 
-def header(params: PillarGrid, count: int) -> np.ndarray:
-    """The parameter block for `count` records of a model."""
+def header(params: PillarGrid, count: int, pillars: int = 0) -> np.ndarray:
+    """The parameter block for `count` records of a model, `pillars` of its pillars used
+    (stage 2 reads only theirs; stage 1 ignores the word)."""
     block = np.zeros(HEADER_BYTES // 4, dtype="<u4")
-    block[:8] = [MAGIC, 1, params.dims, count, params.max_pillars,
-                 params.max_points_per_pillar, params.x_len, params.y_len]
+    block[:10] = [MAGIC, VERSION, params.dims, count, params.max_pillars,
+                  params.max_points_per_pillar, params.x_len, params.y_len, pillars,
+                  int(params.slot_major)]
     block[16:27] = params.f32().view("<u4")
     return block.view(np.uint8)
+
+
+@dataclass(frozen=True)
+class Records:
+    """Records `first + r * pitch + i` (r < rows, i < cols) of a record array."""
+
+    first: int
+    rows: int
+    cols: int
+    pitch: int
+
+    @property
+    def count(self) -> int:
+        return self.rows * self.cols
+
+    def starts(self) -> range:
+        """The first record of each row (none when the rows are empty)."""
+        rows = self.rows if self.cols else 0
+        return range(self.first, self.first + rows * self.pitch, self.pitch)
+
+
+def pillar_records(first: int, end: int, max_pillars: int, max_slots: int,
+                   slot_major: bool) -> Records:
+    """Every slot of pillars [first, end) in a voxel buffer: one row per slot when slot-major
+    (record s x P + n), else one row (record n x K + s); slot rows that meet are one row."""
+    if slot_major and end - first < max_pillars:
+        return Records(first, max_slots, end - first, max_pillars)
+    return Records(first * max_slots, 1, (end - first) * max_slots, max_pillars * max_slots)
 
 
 @dataclass(frozen=True)
@@ -71,6 +120,8 @@ class _Header:
     max_slots: int
     x_len: int
     y_len: int
+    pillars: int
+    slot_major: bool
     p: np.ndarray
 
 
@@ -78,24 +129,54 @@ def _parse(buf: np.ndarray, what: str) -> _Header:
     if len(buf) < HEADER_BYTES:
         raise DspError(f"{what}: input shorter than the {HEADER_BYTES} B parameter block")
     words = buf[:HEADER_BYTES].view("<u4")
-    if int(words[0]) != MAGIC or int(words[1]) != 1:
-        raise DspError(f"{what}: input does not start with an EMPC v1 parameter block")
-    dims, count, pillars, slots, x_len, y_len = (int(w) for w in words[2:8])
-    if dims not in (4, 5) or min(pillars, slots, x_len, y_len) < 1:
-        raise DspError(f"{what}: bad parameters dims={dims}, P={pillars}, K={slots}")
-    return _Header(dims, count, pillars, slots, x_len, y_len,
+    if int(words[0]) != MAGIC or int(words[1]) != VERSION:
+        raise DspError(f"{what}: input does not start with an EMPC v{VERSION} parameter block")
+    dims, count, pillars, slots, x_len, y_len, used, layout = (int(w) for w in words[2:10])
+    if dims not in (4, 5) or min(pillars, slots, x_len, y_len) < 1 or layout > 1:
+        raise DspError(f"{what}: bad parameters dims={dims}, P={pillars}, K={slots}, "
+                       f"layout={layout}")
+    return _Header(dims, count, pillars, slots, x_len, y_len, used, bool(layout),
                    words[16:27].view("<f4").astype(np.float32))
+
+
+def _whole(records: int) -> int:
+    """`records` rounded up to whole groups of TILE_GROUP."""
+    return -(-records // TILE_GROUP) * TILE_GROUP
+
+
+def _blocks(region: Records, capacity: int) -> list[Records]:
+    """`region` cut into tiles of at most `capacity` records (a multiple of TILE_GROUP) with
+    each row padded to whole groups: whole rows where they fit, else pieces of a row."""
+    if not region.count:
+        return []
+    cols = min(_whole(region.cols), capacity)
+    rows = min(region.rows, capacity // cols)
+    return [Records(region.first + r * region.pitch + c, min(rows, region.rows - r),
+                    min(cols, region.cols - c), region.pitch)
+            for r in range(0, region.rows, rows) for c in range(0, region.cols, cols)]
+
+
+@dataclass(frozen=True)
+class _Tile:
+    block: Records
+    compute: bool
+    """False: a zero-fill tile, no input; its records' output is zero."""
 
 
 @dataclass
 class _RecordPlan:
-    """`count` records, `tile` per tile; out either per record or as `dims` planes."""
+    """Tiles over an input of `records` records: each tile's records are computed into
+    `out_record` bytes each, either per record or (`planes` > 0) as one byte in each of
+    `planes` planes of `records` bytes; zero-fill tiles only write zeros.
+
+    In TCM a tile keeps its rows `_whole(cols)` records apart (output planes of
+    `rows x _whole(cols)` bytes), so every row starts on a vector."""
 
     core: VdspCore
     inp: PoolBuffer
     out: PoolBuffer
-    count: int
-    tile: int
+    records: int
+    work: list[_Tile]
     in_record: int
     out_record: int
     planes: int
@@ -103,46 +184,67 @@ class _RecordPlan:
 
     @property
     def tiles(self) -> int:
-        return -(-self.count // self.tile)
+        return len(self.work)
+
+    @property
+    def _largest(self) -> int:
+        """Records in TCM of the largest tile (rows padded to whole groups)."""
+        return max((t.block.rows * _whole(t.block.cols) for t in self.work), default=0)
 
     @property
     def in_bytes(self) -> int:
-        return self.tile * self.in_record
+        return self._largest * self.in_record
 
     @property
     def out_bytes(self) -> int:
-        return self.tile * self.out_record
+        return self._largest * self.out_record
 
     def step(self, k: int, in_buf: TcmBuffer, out_buf: TcmBuffer) -> TileStep:
-        first = k * self.tile
-        n = min(self.tile, self.count - first)
+        tile = self.work[k]
+        b = tile.block
+        pitch = _whole(b.cols)
+        stores = self._stores(k, b, out_buf.offset, pitch)
+        if not tile.compute:
+            nbytes = b.rows * pitch * self.out_record
+            return TileStep([], lambda: self.core.compute(pointcloud_kernels.fill_zero,
+                                                          out_buf.offset, nbytes), stores)
+        src = Endpoint(self.inp.data, HEADER_BYTES + b.first * self.in_record,
+                       b.pitch * self.in_record, False, "input")
+        dst = Endpoint(self.core.tcm.data, in_buf.offset, pitch * self.in_record, True,
+                       "TCM in")
+        load = Descriptor(f"in {k}", src, dst, b.rows, b.cols * self.in_record)
+        n = (b.rows - 1) * pitch + b.cols  # the last record's place in TCM, plus one
+        return TileStep([load], lambda: self.kernel(in_buf.offset, out_buf.offset, n), stores)
+
+    def _stores(self, k: int, b: Records, at: int, pitch: int) -> list[Descriptor]:
         tcm = self.core.tcm.data
-        src = Endpoint(self.inp.data, HEADER_BYTES + first * self.in_record, 0, False, "input")
-        load = linear(f"in {k}", src, Endpoint(tcm, in_buf.offset, 0, True, "TCM in"),
-                      n * self.in_record)
-        if self.planes:
-            # One row per plane: tile planes are `tile` apart in TCM, `count` apart in DDR.
-            store = Descriptor(f"out {k}", Endpoint(tcm, out_buf.offset, self.tile, True,
-                                                    "TCM out"),
-                               Endpoint(self.out.data, first, self.count, False, "output"),
-                               self.planes, n)
+        if not self.planes:
+            return [linear(f"out {k}", Endpoint(tcm, at, 0, True, "TCM out"),
+                           Endpoint(self.out.data, b.first * self.out_record, 0, False,
+                                    "output"), b.cols * self.out_record)]
+        # Row r of plane c: (c x rows + r) x pitch in TCM, c x records + first + r x b.pitch
+        # in DDR. One descriptor covers every row when the DDR side has one pitch too.
+        if b.rows == 1 or b.rows * b.pitch == self.records:
+            runs = [(0, self.planes * b.rows, self.records if b.rows == 1 else b.pitch)]
         else:
-            store = linear(f"out {k}", Endpoint(tcm, out_buf.offset, 0, True, "TCM out"),
-                           Endpoint(self.out.data, first * self.out_record, 0, False, "output"),
-                           n * self.out_record)
-        return TileStep([load], lambda: self.kernel(in_buf.offset, out_buf.offset, n),
-                        [store])
+            runs = [(c, b.rows, b.pitch) for c in range(self.planes)]
+        return [Descriptor(f"out {k}" if len(runs) == 1 else f"out {k}.{c}",
+                           Endpoint(tcm, at + c * b.rows * pitch, pitch, True, "TCM out"),
+                           Endpoint(self.out.data, c * self.records + b.first, ddr_pitch,
+                                    False, "output"), rows, b.cols)
+                for c, rows, ddr_pitch in runs]
 
 
-def _tile(core: VdspCore, record_bytes: int, count: int) -> int:
+def _capacity(core: VdspCore, record_bytes: int) -> int:
+    """Records of `record_bytes` (input and output) one tile buffer pair holds, in whole
+    groups: each of the two ping-pong sides has a bank (half of it with one bank)."""
     budget = min(core.tcm.free_bytes(b) for b in range(core.cfg.tcm.banks))
     if core.cfg.tcm.banks == 1:
         budget //= 2
-    tile = min(budget // record_bytes // TILE_GROUP * TILE_GROUP,
-               max(1, -(-count // TILE_GROUP)) * TILE_GROUP)
-    if tile <= 0:
+    capacity = budget // record_bytes // TILE_GROUP * TILE_GROUP
+    if capacity <= 0:
         raise DspError(f"{core.tcm.path}: no room for a tile of {TILE_GROUP} records")
-    return tile
+    return capacity
 
 
 def _operator(what: str, build: Callable[[VdspCore, _Header, PoolBuffer, PoolBuffer],
@@ -151,9 +253,9 @@ def _operator(what: str, build: Callable[[VdspCore, _Header, PoolBuffer, PoolBuf
             simpy.Event, Any, StageBody | None]:
         head = _parse(inp.data, what)
         plan = build(core, head, inp, out)
-        if len(inp.data) < HEADER_BYTES + plan.count * plan.in_record:
-            raise DspError(f"{what}: input holds fewer than its {plan.count} records")
-        if len(out.data) < plan.count * plan.out_record:
+        if len(inp.data) < HEADER_BYTES + plan.records * plan.in_record:
+            raise DspError(f"{what}: input holds fewer than its {plan.records} records")
+        if len(out.data) < plan.records * plan.out_record:
             raise DspError(f"{what}: output buffer of {len(out.data)} B is too small")
 
         def tiles(slot: CoreSlot, first: int) -> Generator[simpy.Event, Any, int | None]:
@@ -174,30 +276,39 @@ def _stage1(quantize_first: bool) -> Callable[..., _RecordPlan]:
         def kernel(src: int, dst: int, n: int) -> timing.KernelCycles:
             return core.compute(kernel_fn, src, dst, n, h.dims, h.p, h.x_len, h.y_len)
 
-        tile = _tile(core, in_record + out_record, h.count)
-        return _RecordPlan(core, inp, out, h.count, tile, in_record, out_record, 0, kernel)
+        blocks = _blocks(Records(0, 1, h.count, h.count),
+                         _capacity(core, in_record + out_record))
+        return _RecordPlan(core, inp, out, h.count, [_Tile(b, True) for b in blocks],
+                           in_record, out_record, 0, kernel)
 
     return build
 
 
 def _stage2(encode: bool) -> Callable[..., _RecordPlan]:
     def build(core: VdspCore, h: _Header, inp: PoolBuffer, out: PoolBuffer) -> _RecordPlan:
-        count = h.max_pillars * h.max_slots
+        records = h.max_pillars * h.max_slots
+        if h.count != records or h.pillars > h.max_pillars:
+            raise DspError(f"pointcloud stage 2: {h.count} records and {h.pillars} pillars "
+                           f"used do not fit P={h.max_pillars}, K={h.max_slots}")
         in_record = 4 * h.dims if encode else h.dims
-
-        tile = _tile(core, in_record + h.dims, count)
+        capacity = _capacity(core, in_record + h.dims)
 
         def kernel(src: int, dst: int, n: int) -> timing.KernelCycles:
-            # Whole vectors: a tail tile runs on a multiple of 64 records (the extra lanes
-            # read stale TCM and are not stored).
-            padded = -(-n // TILE_GROUP) * TILE_GROUP
+            # Whole vectors: the lanes past a row's last record read stale TCM and are not
+            # stored; planes are as long as the padded tile.
+            padded = _whole(n)
             if encode:
                 return core.compute(pointcloud_kernels.stage2_encode_transpose, src, dst, padded,
-                                    tile, h.dims, h.p)
-            return core.compute(pointcloud_kernels.stage2_transpose, src, dst, padded, tile, h.dims)
+                                    padded, h.dims, h.p)
+            return core.compute(pointcloud_kernels.stage2_transpose, src, dst, padded, padded,
+                                h.dims)
 
-        plan = _RecordPlan(core, inp, out, count, tile, in_record, h.dims, h.dims, kernel)
-        return plan
+        def tiles(first: int, end: int, compute: bool) -> list[_Tile]:
+            region = pillar_records(first, end, h.max_pillars, h.max_slots, h.slot_major)
+            return [_Tile(b, compute) for b in _blocks(region, capacity)]
+
+        work = tiles(0, h.pillars, True) + tiles(h.pillars, h.max_pillars, False)
+        return _RecordPlan(core, inp, out, records, work, in_record, h.dims, h.dims, kernel)
 
     return build
 
@@ -209,8 +320,9 @@ register(Operator(CMD_STAGE1_CELLS, "pointcloud stage 1 (cells)",
                   "the cell of every point (scheme 1)",
                   _operator("pointcloud stage 1", _stage1(False))), builtin=True)
 register(Operator(CMD_STAGE2_TRANSPOSE, "pointcloud stage 2 (transpose)",
-                  "int8 records to channel planes (scheme 2)",
+                  "int8 records of the pillars used to channel planes (scheme 2)",
                   _operator("pointcloud stage 2", _stage2(False))), builtin=True)
 register(Operator(CMD_STAGE2_ENCODE_TRANSPOSE, "pointcloud stage 2 (encode, transpose)",
-                  "float records encoded, quantised, to channel planes (scheme 1)",
+                  "float records of the pillars used encoded, quantised, to channel planes "
+                  "(scheme 1)",
                   _operator("pointcloud stage 2", _stage2(True))), builtin=True)

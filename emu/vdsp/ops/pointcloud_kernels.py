@@ -7,7 +7,8 @@ encode and quantise x, y, z, r (and t), pack x, y, z, r into one int32 with two 
 and scatter the results per point. Stage 1 of scheme 1 computes only the cell. Stage 2
 transposes records laid out by final feature position into one int8 plane per channel with
 8-bit gathers (scheme 2), or encodes and quantises float records while doing so (scheme 1;
-empty records hold NaN, which quantises to 0).
+empty records hold NaN, which quantises to 0); it runs on the records of the pillars used
+only, and `fill_zero` writes the planes' zero part for the others.
 
 Parameters come as the float32 vector laid out below (`PillarParams.f32()` makes it); all
 arithmetic is the float32 of spec §3, so the results equal the CPU reference bit for bit.
@@ -214,3 +215,12 @@ def stage2_encode_transpose(ctx: Context, src: int, dst: int, count: int, stride
             isa.pack_i16_i8(ctx, isa.pack_i32_i16(ctx, q[0], q[1], halves[0]),
                             isa.pack_i32_i16(ctx, q[2], q[3], halves[1]), packed)
             isa.store(ctx, packed, dst + c * stride + first)
+
+
+@njit
+def fill_zero(ctx: Context, dst: int, nbytes: int) -> None:
+    """`nbytes` (a multiple of 64) of zeros at `dst`, one aligned vector store per 64: the
+    output of records no kernel computes (the pillars no point fell in)."""
+    zero = isa.splat_i8(ctx, 0)
+    for at in range(dst, dst + nbytes, isa.VECTOR_BYTES):
+        isa.store(ctx, zero, at)

@@ -1,11 +1,15 @@
 """The A55 side of pillar preprocessing: numba kernels that compute and record their work.
 
 Every kernel computes its step exactly (spec §3, float32 as C `float`) and records what the
-CPU did: op counts (plain ops and float divisions) and the memory accesses in program order,
-as cache lines. Consecutive accesses of one array to the line it touched last are merged
-into the first (a repeated access to the line just used is an L1 hit on any cache) and
-counted in `stats[MERGED]`, so the cache model sees every distinct line visit in order while
-the stream stays about one entry per point, not one per byte.
+CPU did: its instructions by class (`emu.cpu.ops`; each kernel's docstring derives its
+counts from the algorithm's operations), its data-dependent branches through a 2-bit
+predictor per branch site, and its memory accesses in program order at their real byte
+addresses, as cache lines, each with its stream id (one per array and direction, what the
+prefetcher tells apart) and, for runs of stores, whether it writes the whole line.
+Consecutive accesses of one stream to the line it touched last are merged into the first (a
+repeated access to the line just used is an L1 hit on any cache) and counted in
+`stats[MERGED]`, so the cache model sees every distinct line visit in order while the record
+stays about one entry per point, not one per byte.
 
 The kernels take the model parameters as the float32 array of `PillarParams.f32()`.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emu.cpu import ops as op
 from emu.jit import njit, njit_inline
 from emu.vdsp.ops.pointcloud_kernels import (
     BACK,
@@ -29,31 +34,71 @@ from emu.vdsp.ops.pointcloud_kernels import (
     YS,
 )
 
-# Indices of the `stats` array every kernel fills. OVERFLOW counts accesses that found the
-# stream buffer full (always 0 unless a caller sized it too small; checked after the kernel,
-# as a raise inside the hot loops would slow every kernel down).
-OPS, FDIVS, MERGED, ENTRIES, OVERFLOW = range(5)
-N_STATS = 5
+# The `stats` array every kernel fills: the instruction counts by class (`emu.cpu.ops`),
+# then MERGED (accesses folded into the previous entry of their stream), ENTRIES (entries
+# recorded) and OVERFLOW (accesses that found the buffer full: always 0 unless a caller sized
+# it too small; checked after the kernel, as a raise inside the hot loops would slow every
+# kernel down).
+MERGED, ENTRIES, OVERFLOW = op.N_CLASSES, op.N_CLASSES + 1, op.N_CLASSES + 2
+N_STATS = op.N_CLASSES + 3
+
+# An entry of the access record: [line address, flags]; flags = WRITE | FULL_LINE | id << 8.
+WRITE, FULL_LINE = 1, 2
+# Branch sites of the 2-bit predictor a kernel keeps (one counter per data-dependent branch).
+N_SITES = 8
 
 
 @njit_inline
-def _touch(stream_addrs, stream_writes, last, stats, array_id, byte_addr, write, line_shift):
-    """Record an access of array `array_id` at `byte_addr`."""
+def _count(stats, ints, loads, stores, fp, fcvt, fdiv):
+    stats[op.INT] += ints
+    stats[op.LOAD] += loads
+    stats[op.STORE] += stores
+    stats[op.FP] += fp
+    stats[op.FCVT] += fcvt
+    stats[op.FDIV] += fdiv
+
+
+@njit_inline
+def _branch(stats, predictor, site, taken):
+    """A conditional branch at `site`; a 2-bit saturating counter predicts it."""
+    stats[op.BRANCH] += 1
+    state = predictor[site]
+    if (state >= 2) != taken:
+        stats[op.MISPREDICT] += 1
+    if taken:
+        predictor[site] = min(state + 1, 3)
+    else:
+        predictor[site] = max(state - 1, 0)
+    return taken
+
+
+@njit_inline
+def _touch(record, last, stats, stream, byte_addr, write, line_shift):
+    """Record an access of stream `stream` (one array's loads or stores) at `byte_addr`."""
     line = byte_addr >> line_shift
-    if last[array_id, 0] == line:
+    if last[stream, 0] == line:
         if write:
-            stream_writes[last[array_id, 1]] = True
+            record[last[stream, 1], 1] |= WRITE
         stats[MERGED] += 1
         return
     n = stats[ENTRIES]
-    if n >= stream_addrs.size:
+    if n >= record.shape[0]:
         stats[OVERFLOW] += 1
         return
-    stream_addrs[n] = line << line_shift
-    stream_writes[n] = write
-    last[array_id, 0] = line
-    last[array_id, 1] = n
+    record[n, 0] = line << line_shift
+    record[n, 1] = (stream << 8) | (WRITE if write else 0)
+    last[stream, 0] = line
+    last[stream, 1] = n
     stats[ENTRIES] = n + 1
+
+
+@njit_inline
+def _touch_bytes(record, last, stats, stream, byte_addr, nbytes, write, line_shift):
+    """Record an access of `nbytes` at `byte_addr`: every line it overlaps."""
+    first = byte_addr >> line_shift
+    for line in range(first, ((byte_addr + nbytes - 1) >> line_shift) + 1):
+        _touch(record, last, stats, stream, max(byte_addr, line << line_shift), write,
+               line_shift)
 
 
 @njit_inline
@@ -118,208 +163,311 @@ def assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars):
 
 @njit_inline
 def _take_slot(idx, idy, lut_index, lut, coords, counts, state, max_pillars, max_slots, where,
-               stream_addrs, stream_writes, last, stats, line_shift):
-    """Steps 3-4 for a valid point, recording the table accesses: (pillar, slot), with
-    slot -1 when the pillar is full.
+               record, last, stats, predictor, line_shift):
+    """Steps 3-4 for a valid point, recording its work: (pillar, slot), with slot -1 when the
+    pillar is full.
 
-    `where` = ((array id, base address) of the lut, coords and counts). The arrays come one
+    `where` = ((stream id, base address) of the lut, coords and counts). The arrays come one
     by one, not in tuples: numba copies a tuple argument of an inlined helper on every call,
     with a reference-count update for each array in it, which would cost more than the step.
+
+    Work: load the table entry, test it (a data-dependent branch: is the cell new?); for a
+    new cell test the pillar budget (1 ALU op, a branch), bump the pillar count (1 ALU op),
+    store the entry and the four coords words (5 stores; coords' two zero words as one
+    64-bit store: 4 stores); then load the points-per-pillar count, compare it with K (1 ALU
+    op, a branch), and store it incremented (1 ALU op, 1 store).
     """
     (lut_id, lut_base), (coords_id, coords_base), (counts_id, counts_base) = where
-    _touch(stream_addrs, stream_writes, last, stats, lut_id, lut_base + 4 * lut_index, False,
-           line_shift)
+    _touch(record, last, stats, lut_id, lut_base + 4 * lut_index, False, line_shift)
     pillar, new = assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars)
-    stats[OPS] += 6
-    if new:
-        _touch(stream_addrs, stream_writes, last, stats, lut_id, lut_base + 4 * lut_index,
-               True, line_shift)
-        _touch(stream_addrs, stream_writes, last, stats, coords_id, coords_base + 16 * pillar,
-               True, line_shift)
-        stats[OPS] += 6
-    _touch(stream_addrs, stream_writes, last, stats, counts_id, counts_base + 4 * pillar,
-           False, line_shift)
+    _count(stats, 0, 1, 0, 0, 0, 0)
+    if _branch(stats, predictor, 2, new):
+        _branch(stats, predictor, 3, state[0] < max_pillars)
+        _count(stats, 2, 0, 4, 0, 0, 0)
+        _touch(record, last, stats, lut_id, lut_base + 4 * lut_index, True, line_shift)
+        _touch_bytes(record, last, stats, coords_id, coords_base + 16 * pillar, 16, True,
+                     line_shift)
+    _touch(record, last, stats, counts_id, counts_base + 4 * pillar, False, line_shift)
     slot = counts[pillar]
-    if slot >= max_slots:
+    _count(stats, 1, 1, 0, 0, 0, 0)
+    if _branch(stats, predictor, 4, slot >= max_slots):
         return pillar, -1
     counts[pillar] = slot + 1
-    _touch(stream_addrs, stream_writes, last, stats, counts_id, counts_base + 4 * pillar, True,
-           line_shift)
+    _count(stats, 1, 0, 1, 0, 0, 0)
+    _touch(record, last, stats, counts_id, counts_base + 4 * pillar, True, line_shift)
     return pillar, slot
 
 
 @njit
 def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot_major, voxels,
-                    counts, lut, coords, bases, stream_addrs, stream_writes, stats, line_shift):
+                    counts, lut, coords, bases, record, stats, line_shift):
     """Steps 1-4 with the raw float values of kept points in `voxels` (flat float32, `dims`
     per record). The CPU reference (`cells` empty: the CPU computes the cells) keeps record
     (pillar * K + slot); scheme 1 (`cells` from the DSP: idy << 16 | idx, or -1) keeps the
     record of the final feature position, (slot * P + pillar) when `slot_major`.
     Returns (pillars used, valid, kept).
 
-    `bases` = byte addresses of [points, cells, lut, counts, coords, voxels] for the stream.
+    `bases` = byte addresses of [points, cells, lut, counts, coords, voxels] for the record.
+
+    Work per point: the loop (1 ALU op, a predictable branch). Computing the cell (reference):
+    load x, y, z (3 loads), six range compares (6 FP) folded into one data-dependent branch,
+    then for a point in range two subtractions (2 FP), two divisions, two conversions to int
+    (2 FCVT), the grid-bounds test (2 ALU ops, a branch) and the table index (2 ALU ops).
+    Taking the cell from the DSP (scheme 1): load it (1 load), test it (a branch), split it
+    (2 ALU ops), the table index (2 ALU ops). Keeping the point: the record index (2 ALU ops),
+    loads of the values not yet in registers (all dims with a DSP cell, dims - 3 otherwise),
+    one store per value, one ALU op for the kept count.
     """
     n, dims = points.shape
     last = np.full((6, 2), -1, np.int64)
     state = np.zeros(1, np.int64)
+    predictor = np.zeros(N_SITES, np.int64)
     where = ((2, bases[2]), (4, bases[4]), (3, bases[3]))
     valid = 0
     kept = 0
     for i in range(n):
+        _branch(stats, predictor, 7, True)
+        _count(stats, 1, 0, 0, 0, 0, 0)
         if cells.size:
-            _touch(stream_addrs, stream_writes, last, stats, 1, bases[1] + 4 * i, False,
-                   line_shift)
+            _touch(record, last, stats, 1, bases[1] + 4 * i, False, line_shift)
             cell = cells[i]
-            stats[OPS] += 3
-            if cell < 0:
+            _count(stats, 0, 1, 0, 0, 0, 0)
+            if _branch(stats, predictor, 0, cell < 0):
                 continue
             idx = cell & 0xFFFF
             idy = cell >> 16
+            _count(stats, 4, 0, 0, 0, 0, 0)
         else:
-            _touch(stream_addrs, stream_writes, last, stats, 0, bases[0] + 4 * dims * i, False,
-                   line_shift)
+            _touch_bytes(record, last, stats, 0, bases[0] + 4 * dims * i, 12, False,
+                         line_shift)
+            _count(stats, 0, 3, 0, 6, 0, 0)
             idx, idy = cell_of(points[i, 0], points[i, 1], points[i, 2], p, x_len, y_len)
-            stats[OPS] += 12
-            if idx < 0:
+            in_range = (p[BACK] < points[i, 0] < p[FRONT] and p[RIGHT] < points[i, 1] < p[LEFT]
+                        and p[BOTTOM] < points[i, 2] < p[TOP])
+            if _branch(stats, predictor, 0, not in_range):
                 continue
-            stats[FDIVS] += 2
+            _count(stats, 4, 0, 0, 2, 2, 2)
+            if _branch(stats, predictor, 1, idx < 0):
+                continue
         valid += 1
         pillar, slot = _take_slot(idx, idy, idy * x_len + idx, lut, coords, counts, state,
-                                  max_pillars, max_slots, where, stream_addrs, stream_writes,
-                                  last, stats, line_shift)
+                                  max_pillars, max_slots, where, record, last, stats,
+                                  predictor, line_shift)
         if slot < 0:
             continue
-        if cells.size:
-            _touch(stream_addrs, stream_writes, last, stats, 0, bases[0] + 4 * dims * i, False,
-                   line_shift)
         if slot_major and cells.size:
-            record = (slot * max_pillars + pillar) * dims
+            out = (slot * max_pillars + pillar) * dims
         else:
-            record = (pillar * max_slots + slot) * dims
+            out = (pillar * max_slots + slot) * dims
         for d in range(dims):
-            voxels[record + d] = points[i, d]
-        _touch(stream_addrs, stream_writes, last, stats, 5, bases[5] + 4 * record, True,
-               line_shift)
-        _touch(stream_addrs, stream_writes, last, stats, 5, bases[5] + 4 * (record + dims - 1),
-               True, line_shift)
-        stats[OPS] += 6 + 2 * dims
+            voxels[out + d] = points[i, d]
+        if cells.size:
+            _touch_bytes(record, last, stats, 0, bases[0] + 4 * dims * i, 4 * dims, False,
+                         line_shift)
+        elif dims > 3:
+            _touch_bytes(record, last, stats, 0, bases[0] + 4 * dims * i + 12, 4 * (dims - 3),
+                         False, line_shift)
+        _touch_bytes(record, last, stats, 5, bases[5] + 4 * out, 4 * dims, True, line_shift)
+        _count(stats, 3, dims if cells.size else dims - 3, dims, 0, 0, 0)
         kept += 1
     return state[0], valid, kept
 
 
 @njit
-def encode_in_place(voxels, counts, used, p, bases, stream_addrs, stream_writes, stats,
-                    line_shift):
+def encode_in_place(voxels, counts, used, p, bases, record, stats, line_shift):
     """The reference's encode-and-quantise-scale step: every filled slot's values become
-    encoded floats (`voxels` is updated in place). `bases` = [counts, voxels]."""
+    encoded floats (`voxels` is updated in place). `bases` = [counts, voxels].
+
+    Work per used pillar: load its count (1 load), the slot loop's set-up (1 ALU op). Per
+    filled slot: the loop (1 ALU op, a branch) and per value a load, a store and spec §3
+    step 5: for x, y, z and r one subtraction (1 FP) and two divisions (by the range, then
+    by the scale; the ranges are loop constants), for t one division.
+    """
     _, max_slots, dims = voxels.shape
     last = np.full((2, 2), -1, np.int64)
+    predictor = np.zeros(N_SITES, np.int64)
     for pillar in range(used):
-        _touch(stream_addrs, stream_writes, last, stats, 0, bases[0] + 4 * pillar, False,
-               line_shift)
+        _touch(record, last, stats, 0, bases[0] + 4 * pillar, False, line_shift)
         filled = counts[pillar]
-        for slot in range(filled):
-            record = (pillar * max_slots + slot) * dims
+        _count(stats, 1, 1, 0, 0, 0, 0)
+        for slot in range(filled + 1):
+            if not _branch(stats, predictor, 0, slot < filled):
+                break
+            at = (pillar * max_slots + slot) * dims
             for d in range(dims):
                 voxels[pillar, slot, d] = encode_value(voxels[pillar, slot, d], d, p)
-            _touch(stream_addrs, stream_writes, last, stats, 1, bases[1] + 4 * record, True,
-                   line_shift)
-            _touch(stream_addrs, stream_writes, last, stats, 1,
-                   bases[1] + 4 * (record + dims - 1), True, line_shift)
-            stats[OPS] += 4 + 4 * dims
-            stats[FDIVS] += 2 * dims - 1
-        stats[OPS] += 3 * (max_slots - filled) + 4
+            _touch_bytes(record, last, stats, 1, bases[1] + 4 * at, 4 * dims, True,
+                         line_shift)
+            ranged = min(dims, 4)
+            _count(stats, 1, dims, dims, ranged, 0, 2 * ranged + (dims - ranged))
 
 
 @njit
-def transpose_quantize(voxels, used, slot_major, features, bases, stream_addrs, stream_writes,
-                       stats, line_shift):
+def transpose_quantize(voxels, used, slot_major, features, bases, record, stats, line_shift):
     """The reference's transpose: features[c, s, n] (or [c, n, s]) = quantised voxels[n, s, c]
     for every slot of the used pillars, read with the large stride of the voxel buffer.
-    `features` is the flat output, zero where no pillar is. `bases` = [voxels, features]."""
+    `features` is the flat output, zero where no pillar is. `bases` = [voxels, features].
+
+    Work per element: the loop and both indices (3 ALU ops, a predictable branch), the load,
+    the quantisation as the reference writes it (a NaN test: 1 FP compare and a branch; set
+    the rounding mode with the libc call fesetround: call and return (2 branches), read the
+    control register, clear and set the mode bits, check the argument (4 ALU ops) and write
+    it back (an FPCR write); nearbyintf: 1 FP; the two clamps: 2 FP compares and 2
+    branches; the conversion: 1 FCVT) and the byte store. With [c, s, n]
+    models the stores of one (c, s) run along n, so whole lines are written in turn.
+    """
     max_pillars_slots = features.size // voxels.shape[2]
     _, max_slots, dims = voxels.shape
     max_pillars = max_pillars_slots // max_slots
     last = np.full((2, 2), -1, np.int64)
+    predictor = np.zeros(N_SITES, np.int64)
     for c in range(dims):
         for s in range(max_slots):
+            if slot_major:
+                _store_run(record, stats, 1, bases[1] + (c * max_slots + s) * max_pillars, used,
+                           line_shift)
             for n in range(used):
                 old = (n * max_slots + s) * dims + c
                 if slot_major:
                     new = (c * max_slots + s) * max_pillars + n
                 else:
                     new = (c * max_pillars + n) * max_slots + s
-                features[new] = quantize_value(voxels[n, s, c])
-                _touch(stream_addrs, stream_writes, last, stats, 0, bases[0] + 4 * old, False,
-                       line_shift)
-                _touch(stream_addrs, stream_writes, last, stats, 1, bases[1] + new, True,
-                       line_shift)
-                stats[OPS] += 8
+                v = voxels[n, s, c]
+                features[new] = quantize_value(v)
+                _touch(record, last, stats, 0, bases[0] + 4 * old, False, line_shift)
+                if not slot_major:
+                    _touch(record, last, stats, 1, bases[1] + new, True, line_shift)
+                _branch(stats, predictor, 0, True)
+                _branch(stats, predictor, 1, v != v)
+                r = np.rint(v)
+                _branch(stats, predictor, 2, r < -128.0)
+                _branch(stats, predictor, 3, r > 127.0)
+                stats[op.FPCR] += 1
+                stats[op.BRANCH] += 2
+                _count(stats, 7, 1, 1, 4, 1, 0)
+
+
+@njit_inline
+def _store_run(record, stats, stream, start, nbytes, line_shift):
+    """Record a run of stores over `[start, start + nbytes)`: one entry per line, marked
+    full where the run covers the whole line (the store buffer merges such stores)."""
+    if nbytes <= 0:
+        return
+    size = 1 << line_shift
+    end = start + nbytes
+    for line_start in range(start >> line_shift << line_shift, end, size):
+        n = stats[ENTRIES]
+        if n >= record.shape[0]:
+            stats[OVERFLOW] += 1
+            return
+        full = line_start >= start and line_start + size <= end
+        record[n, 0] = line_start
+        record[n, 1] = (stream << 8) | WRITE | (FULL_LINE if full else 0)
+        stats[ENTRIES] = n + 1
 
 
 @njit
-def memset_stream(start, nbytes, stream_addrs, stream_writes, stats, line_shift, vector_bytes):
-    """A memset of [start, start + nbytes): one store per `vector_bytes`, one entry per line."""
-    line = 1 << line_shift
+def memset_stream(start, nbytes, record, stats, line_shift, vector_bytes):
+    """A memset of [start, start + nbytes): one store per `vector_bytes` and a loop branch per
+    four stores (a 64-byte loop body of 16-byte stores, as glibc's AArch64 memset has), one
+    record entry per line."""
+    size = 1 << line_shift
     first = start >> line_shift << line_shift
-    if stats[ENTRIES] + (start + nbytes - first + line - 1) // line > stream_addrs.size:
-        raise IndexError("the work stream buffer is too small for this memset")
-    for addr in range(first, start + nbytes, line):
-        n = stats[ENTRIES]
-        stream_addrs[n] = addr
-        stream_writes[n] = True
-        stats[ENTRIES] = n + 1
+    lines = (start + nbytes - first + size - 1) // size if nbytes > 0 else 0
+    if stats[ENTRIES] + lines > record.shape[0]:
+        raise IndexError("the access record is too small for this memset")
+    _store_run(record, stats, 255, start, nbytes, line_shift)
     stores = (nbytes + vector_bytes - 1) // vector_bytes
-    stats[OPS] += stores
-    stats[MERGED] += max(0, stores - (start + nbytes - first + line - 1) // line)
+    loops = (stores + 3) // 4
+    _count(stats, loops, 0, stores, 0, 0, 0)
+    stats[op.BRANCH] += loops
+    stats[op.MISPREDICT] += 1 if loops else 0
+    stats[MERGED] += max(0, stores - lines)
 
 
 @njit
 def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_major, lut,
-                    counts, coords, voxels, bases, stream_addrs, stream_writes, stats,
-                    line_shift):
+                    counts, coords, voxels, bases, record_bytes, record, stats, line_shift):
     """Scheme 2's CPU voxelisation: steps 3-4 on the DSP's packed results. `voxels` is the
     uint8 AoS buffer by final feature position: record (s * P + n) for [c, s, n] models, or
     (n * K + s) for [c, n, s] models, `dims` bytes each (x, y, z, r[, t]).
-    `bases` = [cells, xyzr, t, lut, counts, coords, voxels]. Returns (pillars, valid, kept).
+    `bases` = [cells, xyzr, t, lut, counts, coords, voxels]: the addresses of point 0's
+    fields; the DSP's output interleaves them, `record_bytes` apart. Returns (pillars, valid,
+    kept).
+
+    Work per point: the loop (1 ALU op, a branch), load the cell (1 load), test it (a
+    branch); for a valid point split it (2 ALU ops) and form the table index (2 ALU ops).
+    Keeping the point: the record index (2 ALU ops), load the packed word and store it as
+    one 32-bit store (the DSP packed the bytes in record order), for t one more load and
+    byte store, one ALU op for the kept count.
     """
     n_points = cells.size
     last = np.full((7, 2), -1, np.int64)
     state = np.zeros(1, np.int64)
+    predictor = np.zeros(N_SITES, np.int64)
     where = ((3, bases[3]), (5, bases[5]), (4, bases[4]))
     valid = 0
     kept = 0
     for i in range(n_points):
-        _touch(stream_addrs, stream_writes, last, stats, 0, bases[0] + 4 * i, False,
-               line_shift)
+        _branch(stats, predictor, 7, True)
+        _touch(record, last, stats, 0, bases[0] + record_bytes * i, False, line_shift)
         cell = cells[i]
-        stats[OPS] += 3
-        if cell < 0:
+        _count(stats, 1, 1, 0, 0, 0, 0)
+        if _branch(stats, predictor, 0, cell < 0):
             continue
         valid += 1
         idx = cell & 0xFFFF
         idy = cell >> 16
+        _count(stats, 4, 0, 0, 0, 0, 0)
         # The 2-D table is indexed [idx][idy].
         pillar, slot = _take_slot(idx, idy, idx * y_len + idy, lut, coords, counts, state,
-                                  max_pillars, max_slots, where, stream_addrs, stream_writes,
-                                  last, stats, line_shift)
+                                  max_pillars, max_slots, where, record, last, stats,
+                                  predictor, line_shift)
         if slot < 0:
             continue
         if slot_major:
-            record = slot * max_pillars + pillar
+            out = slot * max_pillars + pillar
         else:
-            record = pillar * max_slots + slot
+            out = pillar * max_slots + slot
         word = xyzr[i]
         for b in range(4):
-            voxels[record * dims + b] = (word >> (8 * b)) & 0xFF
-        _touch(stream_addrs, stream_writes, last, stats, 1, bases[1] + 4 * i, False,
-               line_shift)
+            voxels[out * dims + b] = (word >> (8 * b)) & 0xFF
+        _touch(record, last, stats, 1, bases[1] + record_bytes * i, False, line_shift)
         if dims == 5:
-            voxels[record * dims + 4] = t[i] & 0xFF
-            _touch(stream_addrs, stream_writes, last, stats, 2, bases[2] + 4 * i, False,
-                   line_shift)
-        _touch(stream_addrs, stream_writes, last, stats, 6, bases[6] + record * dims, True,
-               line_shift)
-        stats[OPS] += 8
+            voxels[out * dims + 4] = t[i] & 0xFF
+            _touch(record, last, stats, 2, bases[2] + record_bytes * i, False, line_shift)
+        _touch_bytes(record, last, stats, 6, bases[6] + out * dims, dims, True, line_shift)
+        extra = 1 if dims == 5 else 0
+        _count(stats, 3, 1 + extra, 1 + extra, 0, 0, 0)
         kept += 1
     return state[0], valid, kept
+
+
+@njit
+def reset_used(used, lut_row, lut_col, lut, counts, coords, bases, record, stats, line_shift):
+    """Undo what a frame of `used` pillars wrote into the tables, so the next frame finds
+    them as new: each used pillar's table entry back to -1 (its cell read from coords, the
+    entry at idy * lut_row + idx * lut_col), its count to 0, its coords row to (0, -1, -1,
+    -1). Untouched entries already hold those values. `bases` = [lut, counts, coords].
+
+    Work per pillar: the loop (1 ALU op, a branch), load the coords row's cell (one load of
+    the two words), the table index (2 ALU ops), store the entry, the count and the coords
+    row (one 128-bit store): 3 stores.
+    """
+    last = np.full((3, 2), -1, np.int64)
+    for pillar in range(used):
+        idy = coords[pillar, 2]
+        idx = coords[pillar, 3]
+        entry = idy * lut_row + idx * lut_col
+        lut[entry] = -1
+        counts[pillar] = 0
+        coords[pillar, 0] = 0
+        coords[pillar, 1] = -1
+        coords[pillar, 2] = -1
+        coords[pillar, 3] = -1
+        _touch_bytes(record, last, stats, 2, bases[2] + 16 * pillar, 16, True, line_shift)
+        _touch(record, last, stats, 0, bases[0] + 4 * entry, True, line_shift)
+        _touch(record, last, stats, 1, bases[1] + 4 * pillar, True, line_shift)
+        _count(stats, 3, 1, 3, 0, 0, 0)
+        stats[op.BRANCH] += 1
+    stats[op.MISPREDICT] += 1 if used else 0

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from emu.cpu import ops
 from emu.cpu.cluster import CpuWork
+from emu.cpu.ops import N_CLASSES
 from emu.errors import DspError, InputError
 from emu.runtime import hbdsp, hbsys, session, status
 from emu.soc.clock import PS_PER_MS
@@ -23,6 +25,9 @@ from emu.workloads.pointcloud import cpu_kernels as ck
 from emu.workloads.pointcloud.params import PillarParams
 
 IMPLS = ("cpu", "dsp1", "dsp2")
+# A function call: the call and the return (2 branches), saving and restoring registers and
+# setting up the arguments (about 8 ALU ops and loads/stores each).
+CALL = ops.counts(int=8, load=4, store=4, branch=2)
 
 
 @dataclass
@@ -48,16 +53,14 @@ class _Stream:
     """Reusable buffers for one CPU step's recorded work."""
 
     def __init__(self) -> None:
-        self.addrs = np.zeros(0, np.int64)
-        self.writes = np.zeros(0, np.bool_)
+        self.record = np.zeros((0, 2), np.int64)
         self.stats = np.zeros(ck.N_STATS, np.int64)
 
     def reset(self, capacity: int) -> None:
-        if len(self.addrs) < capacity:
+        if len(self.record) < capacity:
             # Uninitialised: the kernels write entry n before they count it in ENTRIES, and
             # only the counted entries are ever read.
-            self.addrs = np.empty(capacity, np.int64)
-            self.writes = np.empty(capacity, np.bool_)
+            self.record = np.empty((capacity, 2), np.int64)
         self.stats[:] = 0
 
     def work(self, name: str) -> CpuWork:
@@ -65,8 +68,12 @@ class _Stream:
             raise RuntimeError(f"{name}: the work stream buffer was sized too small for this "
                                f"step ({int(self.stats[ck.OVERFLOW])} accesses not recorded)")
         n = int(self.stats[ck.ENTRIES])
-        return CpuWork(name, ops=int(self.stats[ck.OPS]), fdivs=int(self.stats[ck.FDIVS]),
-                       addrs=self.addrs[:n], is_write=self.writes[:n])
+        flags = self.record[:n, 1]
+        counts = self.stats[:N_CLASSES].copy()
+        counts += CALL  # the step's function call itself
+        return CpuWork(name, ops=counts, addrs=self.record[:n, 0].copy(),
+                       is_write=(flags & ck.WRITE) != 0, full_line=(flags & ck.FULL_LINE) != 0,
+                       streams=(flags >> 8).astype(np.uint8))
 
 
 class Preprocessor:
@@ -105,6 +112,16 @@ class Preprocessor:
         self.stage1_cells = alloc(4 * n, "stage 1 output (scheme 1)")
         self.stream = _Stream()
         self.n = 0  # points of the loaded frame
+        # Per DSP voxel buffer (by address): the pillars the last frame's voxelisation used,
+        # whose records may hold something other than the empty value; absent: all of them.
+        self.voxel_pillars: dict[int, int] = {}
+        # What the last frame left in the tables: pillars used, and the table's index order
+        # ((row, column) strides of idy and idx). The tables start out clear, as the sample
+        # initialises them once at start-up.
+        self.used = 0
+        self.lut_order = (p.x_len, 1)
+        self.lut.data.view(np.int32)[:] = -1
+        self.coords.data.view(np.int32).reshape(p.max_pillars, 4)[:] = (0, -1, -1, -1)
         cpu = sess.config.cpu
         self.line_bytes = cpu.line_bytes
         self.line_shift = cpu.line_bytes.bit_length() - 1
@@ -118,8 +135,8 @@ class Preprocessor:
 
     def _memset(self, buf: hbsys.PoolBuffer, start: int, nbytes: int, value: int) -> None:
         buf.data[start: start + nbytes] = value
-        ck.memset_stream(buf.phys_addr + start, nbytes, self.stream.addrs, self.stream.writes,
-                         self.stream.stats, self.line_shift, self.vector_bytes)
+        ck.memset_stream(buf.phys_addr + start, nbytes, self.stream.record, self.stream.stats,
+                         self.line_shift, self.vector_bytes)
 
     def _flush(self, buf: hbsys.PoolBuffer, flag: int) -> None:
         """hbSysFlushMem on the whole buffer, as the sample does."""
@@ -140,19 +157,18 @@ class Preprocessor:
         if rc != 0:
             raise DspError(f"DSP stage {cmd:#x} failed: {error}")
 
-    def _reset_tables(self, lut_bytes: int) -> None:
-        """Per frame: cell table to -1, points per pillar to 0, coords rows to (0,-1,-1,-1)."""
+    def _reset_tables(self, lut_order: tuple[int, int]) -> None:
+        """Per frame: put back what the last frame wrote into the cell table, the points per
+        pillar and the coords (only its used pillars' entries: the rest are clear), and note
+        the index order this frame's table will use."""
         p = self.p
-        self.stream.reset(self._lines(lut_bytes) + self._lines(4 * p.max_pillars)
-                          + self._lines(16 * p.max_pillars))
-        self.lut.data[:lut_bytes].view(np.int32)[:] = -1
-        ck.memset_stream(self.lut.phys_addr, lut_bytes, self.stream.addrs, self.stream.writes,
-                         self.stream.stats, self.line_shift, self.vector_bytes)
-        self._memset(self.counts, 0, 4 * p.max_pillars, 0)
-        coords = self.coords.data.view(np.int32).reshape(p.max_pillars, 4)
-        coords[:] = (0, -1, -1, -1)
-        ck.memset_stream(self.coords.phys_addr, 16 * p.max_pillars, self.stream.addrs,
-                         self.stream.writes, self.stream.stats, self.line_shift, self.vector_bytes)
+        self.stream.reset(4 * self.used + 16)
+        ck.reset_used(self.used, *self.lut_order, self.lut.data.view(np.int32),
+                      self.counts.data.view(np.int32),
+                      self.coords.data.view(np.int32).reshape(p.max_pillars, 4),
+                      self._bases(self.lut, self.counts, self.coords), self.stream.record,
+                      self.stream.stats, self.line_shift)
+        self.lut_order = lut_order
 
     def _lines(self, nbytes: int) -> int:
         """Most stream entries a memset of `nbytes` records: its lines, one more if unaligned."""
@@ -200,9 +216,20 @@ class Preprocessor:
         host = self.sess.thread()
         stages: dict[str, int] = {}
         t = host.now_ps
-        lut_bytes = 4 * p.x_len * p.y_len
-        self._reset_tables(lut_bytes)
+        self._reset_tables((p.x_len, 1))
         self._run_cpu("reset tables")
+        # The reference's float records are pillar-major and its empty slots read as zero;
+        # if scheme 1 used the buffer last, its records (slot-major) must go first, and the
+        # next scheme 1 frame must clear the buffer in full (it wants NaN where empty).
+        stale = self.voxel_pillars.pop(self.float_voxels.phys_addr, None)
+        if stale:
+            old = dsp_ops.pillar_records(0, stale, p.max_pillars, p.max_points_per_pillar,
+                                         p.slot_major)
+            s.reset(old.rows * self._lines(old.cols * 4 * p.dims))
+            for first in old.starts():
+                self._memset(self.float_voxels, dsp_ops.HEADER_BYTES + first * 4 * p.dims,
+                             old.cols * 4 * p.dims, 0)
+            self._run_cpu("clear voxels")
         points = self._points_view()
         voxels = self.float_voxels.data[dsp_ops.HEADER_BYTES:].view(np.float32)
         s.reset(12 * self.n + 64)
@@ -213,7 +240,7 @@ class Preprocessor:
             self._bases((self.points, dsp_ops.HEADER_BYTES), self.stage1_cells, self.lut,
                         self.counts,
                         self.coords, (self.float_voxels, dsp_ops.HEADER_BYTES)),
-            s.addrs, s.writes, s.stats, self.line_shift)
+            s.record, s.stats, self.line_shift)
         self._run_cpu("voxelize")
         t = self._timed(stages, "cpu_voxelize", t)
 
@@ -222,23 +249,42 @@ class Preprocessor:
         s.reset(2 * kept + pillars + 64)
         ck.encode_in_place(grid, self.counts.data.view(np.int32), pillars, self.f32,
                            self._bases(self.counts, (self.float_voxels, dsp_ops.HEADER_BYTES)),
-                           s.addrs, s.writes, s.stats, self.line_shift)
+                           s.record, s.stats, self.line_shift)
         self._run_cpu("encode")
         t = self._timed(stages, "cpu_encode", t)
 
         used_bytes = 4 * pillars * p.max_points_per_pillar * p.dims
-        s.reset(2 * p.dims * p.max_points_per_pillar * pillars
-                + self._lines(len(self.features.data)) + self._lines(used_bytes))
-        self._memset(self.features, 0, len(self.features.data), 0)
+        runs = p.dims * p.max_points_per_pillar
+        stale = max(0, self.used - pillars) * runs
+        s.reset(2 * runs * pillars + 4 * runs + self._lines(stale) + runs
+                + self._lines(used_bytes))
+        self._clear_features(pillars, self.used)
         ck.transpose_quantize(grid, pillars, p.slot_major, self.features.data.view(np.int8),
                               self._bases((self.float_voxels, dsp_ops.HEADER_BYTES),
                                           self.features),
-                              s.addrs, s.writes, s.stats, self.line_shift)
+                              s.record, s.stats, self.line_shift)
         # Clear the used slots for the next frame (empty slots must read as zero).
         self._memset(self.float_voxels, dsp_ops.HEADER_BYTES, used_bytes, 0)
         self._run_cpu("transpose")
         self._timed(stages, "cpu_transpose", t)
+        self.used = pillars
         return self._result(pillars, valid, kept, stages)
+
+    def _clear_features(self, first: int, end: int) -> None:
+        """Zero the features of pillars `first`..`end - 1` (what the last frame wrote there
+        and this frame's transpose will not overwrite): one memset per run of them."""
+        p = self.p
+        pillars, slots = p.max_pillars, p.max_points_per_pillar
+        if end <= first:
+            return
+        for c in range(p.dims):
+            if p.slot_major:  # [c, s, n]: the pillars are contiguous within each slot
+                for s in range(slots):
+                    self._memset(self.features, (c * slots + s) * pillars + first, end - first,
+                                 0)
+            else:  # [c, n, s]
+                self._memset(self.features, (c * pillars + first) * slots,
+                             (end - first) * slots, 0)
 
     def _dsp2(self) -> FrameResult:
         return self._dsp(quantize_first=True)
@@ -265,14 +311,21 @@ class Preprocessor:
         t = self._timed(stages, "dsp_stage1", t)
 
         out = stage1.data[: 4 * words * self.n].view(np.int32).reshape(self.n, words)
-        lut_bytes = 4 * p.x_len * p.y_len
-        self._reset_tables(lut_bytes)
+        # Scheme 2 indexes the table [idx][idy], scheme 1 [idy][idx].
+        self._reset_tables((1, p.y_len) if quantize_first else (p.x_len, 1))
         self._run_cpu("reset tables")
         voxels_buf = self.int8_voxels if quantize_first else self.float_voxels
         record_bytes = p.dims if quantize_first else 4 * p.dims
-        # Empty records must read as zero (int8) or NaN (float records quantise NaN to 0).
-        s.reset(self._lines(pk * record_bytes))
-        self._memset(voxels_buf, head, pk * record_bytes, 0 if quantize_first else 0xFF)
+        # Stage 2 reads every slot of the pillars used, and an empty slot must read as zero
+        # (int8) or NaN (float records quantise NaN to 0). Only the pillars the previous
+        # frame used can hold anything else; the entry is back once this frame's are known.
+        dirty = dsp_ops.pillar_records(
+            0, self.voxel_pillars.pop(voxels_buf.phys_addr, p.max_pillars), p.max_pillars,
+            p.max_points_per_pillar, p.slot_major)
+        s.reset(dirty.rows * self._lines(dirty.cols * record_bytes))
+        for first in dirty.starts():
+            self._memset(voxels_buf, head + first * record_bytes, dirty.cols * record_bytes,
+                         0 if quantize_first else 0xFF)
         self._run_cpu("clear voxels")
         cells = np.ascontiguousarray(out[:, 0])
         s.reset(12 * self.n + 64)
@@ -287,7 +340,7 @@ class Preprocessor:
                 voxels_buf.data[head:],
                 self._bases(stage1, (stage1, 4), (stage1, 8), self.lut,
                             self.counts, self.coords, (voxels_buf, head)),
-                s.addrs, s.writes, s.stats, self.line_shift)
+                4 * words, s.record, s.stats, self.line_shift)
         else:
             pillars, valid, kept = ck.voxelize_floats(
                 self._points_view(), cells, self.f32, p.x_len, p.y_len, p.max_pillars,
@@ -295,17 +348,19 @@ class Preprocessor:
                 counts, lut, coords,
                 self._bases((self.points, head), stage1, self.lut, self.counts,
                             self.coords, (voxels_buf, head)),
-                s.addrs, s.writes, s.stats, self.line_shift)
+                s.record, s.stats, self.line_shift)
         self._run_cpu("voxelize")
         self._flush(self.coords, hbsys.HB_SYS_MEM_CACHE_CLEAN)
         t = self._timed(stages, "cpu_voxelize", t)
 
-        voxels_buf.data[:head] = dsp_ops.header(p, pk)
+        self.voxel_pillars[voxels_buf.phys_addr] = pillars
+        voxels_buf.data[:head] = dsp_ops.header(p, pk, pillars)  # stage 2 reads those only
         self._flush(voxels_buf, hbsys.HB_SYS_MEM_CACHE_CLEAN)
         cmd = dsp_ops.CMD_STAGE2_TRANSPOSE if quantize_first \
             else dsp_ops.CMD_STAGE2_ENCODE_TRANSPOSE
         self._rpc(cmd, voxels_buf, self.features)
         self._flush(self.features, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
         self._timed(stages, "dsp_stage2", t)
+        self.used = pillars
         return self._result(pillars, valid, kept, stages)
 

@@ -1,0 +1,118 @@
+"""The write-streaming detector and the load classifier against slow references."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emu.cpu import memsys
+
+
+def streaming_reference(lines, writes, full, threshold):
+    out, run, previous = [], 0, None
+    for line, write, whole in zip(lines, writes, full, strict=True):
+        if not write:
+            out.append(False)
+            continue
+        if not whole:
+            run, previous = 0, None
+            out.append(False)
+            continue
+        run = run + 1 if previous is not None and line == previous + 1 else 1
+        previous = line
+        out.append(run >= threshold)
+    return out
+
+
+def classify_reference(lines, writes, streams, outcomes, page_lines):
+    counts = [0] * memsys.N_COUNTS
+    last: dict[int, int] = {}
+    stride: dict[int, int] = {}
+    for line, write, stream, outcome in zip(lines, writes, streams, outcomes, strict=True):
+        if write:
+            if outcome in (2, 3, 4):
+                counts[memsys.STORE_MISSES] += 1
+            continue
+        if outcome == 1:
+            continue
+        step = line - last[stream] if stream in last else 0
+        previous = stride.get(stream, 0)
+        covered = (step != 0 and previous != 0 and (step > 0) == (previous > 0)
+                   and abs(step - previous) <= 1 and abs(step) <= page_lines)
+        stride[stream], last[stream] = step, line
+        if covered:
+            counts[memsys.PREFETCHED_LOADS] += 1
+        else:
+            counts[{2: memsys.L2_LOADS, 3: memsys.L3_LOADS, 4: memsys.DDR_LOADS}[outcome]] += 1
+    return counts
+
+
+def _streaming(lines, writes, full, threshold):
+    out = np.empty(len(lines), np.bool_)
+    memsys.streaming_stores(np.array(lines, np.int64), np.array(writes, np.bool_),
+                            np.array(full, np.bool_), threshold, out)
+    return out.tolist()
+
+
+def test_a_long_run_of_full_line_stores_streams_after_the_threshold():
+    lines = list(range(10, 18))
+    assert _streaming(lines, [True] * 8, [True] * 8, 4) == [False] * 3 + [True] * 5
+
+
+def test_a_gap_or_a_partial_store_restarts_the_run_and_loads_do_not_break_it():
+    lines = [1, 2, 3, 9, 10, 11, 12, 50, 13, 14]
+    writes = [True] * 7 + [False] + [True] * 2
+    full = [True] * 10
+    assert _streaming(lines, writes, full, 3) == [False, False, True, False, False, True, True,
+                                                  False, True, True]
+    assert _streaming([1, 2, 3, 4], [True] * 4, [True, True, False, True], 2) == \
+        [False, True, False, False]
+
+
+def test_prefetcher_covers_a_constant_stride_after_two_misses():
+    lines = np.array([100, 101, 102, 103, 106], np.int64)
+    counts = memsys.classify(lines, np.zeros(5, np.bool_), np.zeros(5, np.uint8),
+                             np.full(5, 4, np.uint8), 64)
+    # 100: first miss; 101: stride 1 seen once; 102, 103 covered; 106 breaks the stride.
+    assert counts[memsys.PREFETCHED_LOADS] == 2 and counts[memsys.DDR_LOADS] == 3
+
+
+def test_a_byte_stride_that_is_not_whole_lines_is_still_followed():
+    lines = np.array([400 * k // 64 for k in range(10)], np.int64)  # steps of 6 or 7 lines
+    counts = memsys.classify(lines, np.zeros(10, np.bool_), np.zeros(10, np.uint8),
+                             np.full(10, 4, np.uint8), 64)
+    assert counts[memsys.PREFETCHED_LOADS] == 8 and counts[memsys.DDR_LOADS] == 2
+
+
+def test_streams_train_separately_and_strides_beyond_a_page_are_not_covered():
+    lines = np.array([0, 1000, 1, 2000, 2, 3000, 3, 4000], np.int64)
+    streams = np.array([0, 1] * 4, np.uint8)
+    counts = memsys.classify(lines, np.zeros(8, np.bool_), streams, np.full(8, 3, np.uint8),
+                             64)
+    assert counts[memsys.PREFETCHED_LOADS] == 2 and counts[memsys.L3_LOADS] == 6
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.booleans(), st.booleans(), st.integers(0, 3),
+                          st.integers(1, 4)), max_size=80),
+       st.integers(1, 5), st.integers(1, 8))
+def test_kernels_match_the_references(accesses, threshold, page_lines):
+    lines = [a[0] for a in accesses]
+    writes = [a[1] for a in accesses]
+    full = [a[2] for a in accesses]
+    streams = [a[3] for a in accesses]
+    outcomes = [a[4] for a in accesses]
+    assert _streaming(lines, writes, full, threshold) == \
+        streaming_reference(lines, writes, full, threshold)
+    got = memsys.classify(np.array(lines, np.int64), np.array(writes, np.bool_),
+                          np.array(streams, np.uint8), np.array(outcomes, np.uint8),
+                          page_lines)
+    assert got.tolist() == classify_reference(lines, writes, streams, outcomes, page_lines)
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_empty_and_single_streams(n):
+    assert _streaming([5] * n, [True] * n, [True] * n, 1) == [True] * n
+    counts = memsys.classify(np.full(n, 5, np.int64), np.zeros(n, np.bool_),
+                             np.zeros(n, np.uint8), np.full(n, 2, np.uint8), 64)
+    assert counts.tolist() == [n, 0, 0, 0, 0]

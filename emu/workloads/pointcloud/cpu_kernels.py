@@ -102,11 +102,15 @@ def _touch_bytes(record, last, stats, stream, byte_addr, nbytes, write, line_shi
 
 
 @njit_inline
-def cell_of(x, y, z, p, x_len, y_len):
-    """(idx, idy) of a point, or (-1, -1) if it is invalid (spec §3 steps 1-2)."""
-    if not (p[BACK] < x and x < p[FRONT] and p[RIGHT] < y and y < p[LEFT]
-            and p[BOTTOM] < z and z < p[TOP]):
-        return -1, -1
+def in_range(x, y, z, p):
+    """Spec §3 step 1: whether a point lies strictly inside the model's range (NaN: no)."""
+    return (p[BACK] < x and x < p[FRONT] and p[RIGHT] < y and y < p[LEFT]
+            and p[BOTTOM] < z and z < p[TOP])
+
+
+@njit_inline
+def cell_of(x, y, p, x_len, y_len):
+    """Spec §3 step 2 for a point in range: (idx, idy), or (-1, -1) past the grid."""
     idx = int((x - p[BACK]) / p[XS])
     idy = int((y - p[RIGHT]) / p[YS])
     if idx >= x_len or idy >= y_len:
@@ -241,11 +245,10 @@ def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot
             _touch_bytes(record, last, stats, 0, bases[0] + 4 * dims * i, 12, False,
                          line_shift)
             _count(stats, 0, 3, 0, 6, 0, 0)
-            idx, idy = cell_of(points[i, 0], points[i, 1], points[i, 2], p, x_len, y_len)
-            in_range = (p[BACK] < points[i, 0] < p[FRONT] and p[RIGHT] < points[i, 1] < p[LEFT]
-                        and p[BOTTOM] < points[i, 2] < p[TOP])
-            if _branch(stats, predictor, 0, not in_range):
+            if _branch(stats, predictor, 0,
+                       not in_range(points[i, 0], points[i, 1], points[i, 2], p)):
                 continue
+            idx, idy = cell_of(points[i, 0], points[i, 1], p, x_len, y_len)
             _count(stats, 4, 0, 0, 2, 2, 2)
             if _branch(stats, predictor, 1, idx < 0):
                 continue

@@ -237,7 +237,9 @@ def test_ctrl_c_exits_130_with_one_line_and_leaves_no_partial_output(
 
 
 def test_a_real_ctrl_c_mid_dump_exits_130_and_leaves_nothing(tmp_path):
-    argv = [sys.executable, "-m", "emu", *PC[:4], "30", *PC[5:]]  # a few seconds' run
+    # Frames big enough that the run goes on for seconds after its first frame's dump: the
+    # interrupt must land mid-run even on a loaded machine.
+    argv = [sys.executable, "-m", "emu", *PC[:4], "20", "--points", "60000", *PC[7:]]
     proc = subprocess.Popen([arg.replace("{t}", str(tmp_path)) for arg in argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

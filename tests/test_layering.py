@@ -27,7 +27,8 @@ ALLOWED = {
     "runtime": {"soc", "mem", "cpu", "bpu", "vdsp", "chip"},
     "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report"},
     "report": {"soc", "chip", "runtime"},
-    "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report"},
+    "nn": set(),
+    "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report", "nn"},
 }
 
 

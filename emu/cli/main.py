@@ -39,6 +39,8 @@ POINTS_PER_FRAME = (1, 1_000_000)  # the models keep at most 300,000 (CenterPoin
 DSP_RPCS = (1, 1000)
 DSP_PRIORITY = (0, 255)
 DSP_MAX_AXES = 4
+ZOO_SIDE = (1, 4096)  # pixels per side of a zoo model's input (emu.nn.zoo.MAX_SIDE)
+ZOO_BATCH = (1, 256)  # emu.nn.zoo.MAX_BATCH
 # Scenario options, with their ranges, come from the registry (emu/workloads/scenarios.py).
 
 
@@ -231,7 +233,48 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"priority of the calls ({_span(DSP_PRIORITY)}, default 0)")
     dsp.add_argument("--seed", type=_whole(*SEEDS), default=0,
                      help=f"seed of the generated data ({_span(SEEDS)}, default 0)")
+
+    zoo = commands.add_parser(
+        "zoo", help="neural networks built on the spot as ONNX files (no download)",
+        description="A zoo of networks written with onnx.helper (opset 13, NCHW, float32) "
+                    "with seeded weights: ResNet, MobileNet, EfficientNet-lite, YOLOv8, "
+                    "UNet, CenterPoint-PointPillars and the topologies of the onnx "
+                    "package's test data.")
+    zoo_cmds = zoo.add_subparsers(dest="zoo_command", metavar="ACTION", required=True,
+                                  parser_class=_Parser)
+    zoo_cmds.add_parser("list", parents=[_output_options(trace=False)],
+                        help="every network with its default input, outputs, weights and MACs")
+    export = zoo_cmds.add_parser(
+        "export", help="write one network as an ONNX file",
+        description="Write zoo network NAME as an ONNX file, whole or not at all. The same "
+                    "name, size, batch and seed give a byte-identical file.")
+    export.add_argument("name", metavar="NAME", help="a name `emu zoo list` shows")
+    export.add_argument("--input-size", type=_zoo_size, metavar="H,W",
+                        help="input height and width (one number for both; default: the "
+                             "network's usual size; a multiple of its stride for YOLO, UNet "
+                             f"and CenterPoint; {_span(ZOO_SIDE)} pixels a side)")
+    export.add_argument("--batch", type=_whole(*ZOO_BATCH), default=None, metavar="N",
+                        help=f"batch ({_span(ZOO_BATCH)}, default 1)")
+    export.add_argument("--seed", type=_whole(*SEEDS), default=0, metavar="S",
+                        help=f"seed of the weights ({_span(SEEDS)}, default 0)")
+    export.add_argument("-o", "--output", required=True, metavar="FILE.onnx",
+                        help="the file to write; an existing regular file is replaced, a "
+                             "folder, device, pipe or symbolic link is refused")
     return parser
+
+
+def _zoo_size(text: str) -> tuple[int, int]:
+    """An argparse type: H,W (or one number for both), each within ZOO_SIDE."""
+    try:
+        sides = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sides = ()
+    if len(sides) == 1:
+        sides = sides * 2
+    if len(sides) != 2 or not all(ZOO_SIDE[0] <= side <= ZOO_SIDE[1] for side in sides):
+        raise argparse.ArgumentTypeError(f"expected H,W: two whole numbers from "
+                                         f"{_span(ZOO_SIDE)}, got {text!r}")
+    return sides[0], sides[1]
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -309,6 +352,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return _pointcloud(args)
         if args.command == "calibrate":
             return _calibrate(args)
+        if args.command == "zoo":
+            return _zoo(args)
         return _scenario(args)
     except UserError as exc:
         print(f"emu: error: {exc}", file=sys.stderr)
@@ -366,6 +411,7 @@ def _config_show(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     from emu.mem.ddr import POLICIES
+    from emu.nn import zoo
     from emu.report.table import render
     from emu.soc.config import preset_names
     from emu.vdsp import ops
@@ -376,6 +422,7 @@ def _list(args: argparse.Namespace) -> int:
     items += [("ddr.policy", name, desc) for name, (_, desc) in POLICIES.items()]
     items += [("dsp operator", f"{op.cmd:#05x} {op.name}", op.description)
               for op in ops.operators()]
+    items += [("zoo model", item.name, item.description) for item in zoo.entries()]
     if args.json:
         _emit_json([{"kind": k, "name": n, "description": d} for k, n, d in items])
     else:
@@ -570,4 +617,34 @@ def _scenario(args: argparse.Namespace) -> int:
     for note in [*notes, f"DDR moved {moved / 1e6:.1f} MB; pool high water "
                          f"{stats['pool']['high_water_bytes'] / 2**20:.1f} MiB"]:
         print(note)
+    return EXIT_OK
+
+
+def _zoo(args: argparse.Namespace) -> int:
+    from emu.nn import zoo
+    from emu.report.table import render
+
+    if args.zoo_command == "export":
+        from emu.report.document import write_atomic
+        from emu.report.outputs import check_file
+
+        zoo.check(args.name, args.input_size, args.batch)  # name, sizes and -o before work
+        target = check_file("-o", args.output)
+        write_atomic(target, zoo.build(args.name, args.input_size, args.batch,
+                                       args.seed).SerializeToString())
+        info = zoo.summary(args.name, args.input_size, args.batch)
+        print(f"wrote {target}: {info['name']}, input "
+              f"{'x'.join(map(str, info['inputs'][0]['shape']))}, {len(info['outputs'])} "
+              f"output(s), {info['params']:,} weights, {info['macs'] / 1e9:.3f} GMACs, "
+              f"seed {args.seed}")
+        return EXIT_OK
+    summaries = [zoo.summary(name) for name in zoo.names()]
+    if args.json:
+        _emit_json(summaries)
+        return EXIT_OK
+    rows = [(s["name"], s["description"].split(" (")[0].split(";")[0],
+             "x".join(map(str, s["inputs"][0]["shape"])), len(s["outputs"]),
+             s["params"] / 1e6, s["macs"] / 1e9) for s in summaries]
+    print(render(["name", "network", "input", "outputs", "M weights", "GMACs"], rows,
+                 title="emu zoo: networks built on the spot (emu zoo export NAME -o FILE.onnx)"))
     return EXIT_OK

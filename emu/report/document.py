@@ -70,10 +70,11 @@ def dumps(doc: Any) -> str:
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file renamed over it, so a failure or an
-    interruption leaves no partial file. Only a regular file is replaced: a folder, device,
-    named pipe or symbolic link at `path` raises InputError (`emu.report.outputs`)."""
+def write_atomic(path: str | Path, content: str | bytes) -> None:
+    """Write `content` (text as UTF-8, or bytes) to `path` through a temporary file renamed
+    over it, so a failure or an interruption leaves no partial file. Only a regular file is
+    replaced: a folder, device, named pipe or symbolic link at `path` raises InputError
+    (`emu.report.outputs`)."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
@@ -81,8 +82,8 @@ def write_atomic(path: str | Path, text: str) -> None:
     refuse_special(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content.encode("utf-8") if isinstance(content, str) else content)
         os.chmod(tmp, 0o644)  # mkstemp makes the file private; a report is an ordinary file
         os.replace(tmp, target)
     except BaseException:

@@ -1,0 +1,1 @@
+"""Quantised neural-network graphs as the BPU runs them: the exact integer kernels (`kernels`)."""

@@ -1,0 +1,151 @@
+"""The compiler's graph IR: typed tensors and nodes, independent of onnx protobufs.
+
+A `Graph` holds its nodes in topological order and every tensor they name (graph inputs,
+constants, intermediate and output feature maps) with a static shape. A fused layer group
+is one node: op "Conv" with attr `activation` ("none", "relu", "relu6") and an optional
+fourth input, the residual (`Node.residual`: y = act(conv(x) + residual)), op "FC" (a
+Gemm/MatMul with constant weights, 1x1-conv semantics), op "Silu" (x * Sigmoid(x)), op
+"ScaleShift" (a BatchNormalization without a conv before it).
+Passes build new graphs; none mutates one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from emu.errors import InputError
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A named tensor: static shape, NumPy dtype name, and its value when it is constant."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    value: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def is_const(self) -> bool:
+        return self.value is not None
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operator. Empty input names mark omitted optional inputs (as in ONNX)."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def activation(self) -> str:
+        """A fused Conv's activation: "none", "relu" or "relu6"."""
+        return str(self.attrs.get("activation", "none"))
+
+    @property
+    def residual(self) -> str | None:
+        """The shortcut feature map a fused Conv adds before its activation, if any."""
+        if self.op == "Conv" and len(self.inputs) > 3 and self.inputs[3]:
+            return self.inputs[3]
+        return None
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Inputs and outputs by tensor name, nodes in topological order, all tensors by name."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    tensors: dict[str, Tensor]
+
+    def producers(self) -> dict[str, Node]:
+        """Tensor name -> the node that writes it."""
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        """Tensor name -> the nodes that read it (in node order)."""
+        found: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in dict.fromkeys(n for n in node.inputs if n):
+                found.setdefault(name, []).append(node)
+        return found
+
+    def ops(self) -> dict[str, int]:
+        """Op -> how many nodes have it."""
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.op] = counts.get(node.op, 0) + 1
+        return counts
+
+    def is_const(self, name: str) -> bool:
+        return bool(name) and self.tensors[name].is_const
+
+    def with_nodes(self, nodes: Iterable[Node], tensors: dict[str, Tensor] | None = None,
+                   outputs: Sequence[str] | None = None) -> Graph:
+        """A copy with other nodes (re-sorted), tensors pruned to those still named."""
+        nodes = toposort(nodes, self.inputs, tensors if tensors is not None else self.tensors)
+        tensors = dict(tensors if tensors is not None else self.tensors)
+        outputs = tuple(outputs if outputs is not None else self.outputs)
+        used = set(self.inputs) | set(outputs)
+        for node in nodes:
+            used.update(n for n in node.inputs if n)
+            used.update(node.outputs)
+        graph = replace(self, nodes=nodes, outputs=outputs,
+                        tensors={k: v for k, v in tensors.items() if k in used})
+        graph.validate()
+        return graph
+
+    def validate(self) -> None:
+        """Every name known and written once, nodes in topological order, outputs produced."""
+        written = set(self.inputs)
+        for name, tensor in self.tensors.items():
+            if tensor.is_const:
+                written.add(name)
+        for node in self.nodes:
+            for name in node.inputs:
+                if name and name not in written:
+                    raise InputError(f"graph: node {node.name} ({node.op}) reads {name!r} "
+                                     "before anything writes it")
+            for name in node.outputs:
+                if name in written:
+                    raise InputError(f"graph: tensor {name!r} is written twice")
+                if name not in self.tensors:
+                    raise InputError(f"graph: tensor {name!r} has no shape")
+                written.add(name)
+        for name in self.outputs:
+            if name not in written:
+                raise InputError(f"graph: output {name!r} is never written")
+
+
+def toposort(nodes: Iterable[Node], inputs: Iterable[str], tensors: dict[str, Tensor],
+             prefer: dict[str, str] | None = None) -> tuple[Node, ...]:
+    """Nodes in a topological order, stable (original order among ready nodes). With
+    `prefer` (node name -> a group label), a ready node of the last node's group goes
+    first, so nodes of one group stay together where the dependences allow it."""
+    pending = list(nodes)
+    ready_names = set(inputs) | {k for k, t in tensors.items() if t.is_const}
+    produced = {out for node in pending for out in node.outputs}
+    ordered: list[Node] = []
+    last: str | None = None
+    while pending:
+        ready = [i for i, node in enumerate(pending)
+                 if all(not n or n in ready_names or n not in produced for n in node.inputs)]
+        if not ready:
+            raise InputError(f"graph: a cycle through node {pending[0].name}")
+        pick = ready[0]
+        if prefer is not None and last is not None:
+            same = [i for i in ready if prefer.get(pending[i].name) == last]
+            pick = same[0] if same else pick
+        node = pending.pop(pick)
+        ordered.append(node)
+        ready_names.update(node.outputs)
+        last = prefer.get(node.name) if prefer is not None else None
+    return tuple(ordered)

@@ -1,0 +1,179 @@
+"""emu.nn.importer: ONNX loading, its errors, and the graph passes (checked numerically
+against onnxruntime on the original models)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from emu.errors import InputError
+from emu.nn import importer, zoo
+from emu.nn.graph import Graph
+
+SIZE = (64, 64)
+
+
+@functools.cache
+def _build(name: str) -> onnx.ModelProto:
+    return zoo.build(name) if name.startswith("onnx_") else zoo.build(name, SIZE)
+
+
+def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """A float NumPy interpreter for the IR: the fused ops here, the rest through the zoo's
+    ONNX interpreter (the one its calibration uses, checked against onnxruntime)."""
+    consts = {k: t.value for k, t in graph.tensors.items() if t.value is not None}
+    interp = zoo._Interpreter(consts, dict(feeds))
+    for node in graph.nodes:
+        ins: list[Any] = [interp.get(n) if n else None for n in node.inputs]
+        if node.op == "Conv":
+            keys = ("strides", "pads", "group", "kernel_shape", "dilations")
+            y = interp.conv(ins[0], ins[1], ins[2] if len(ins) > 2 else None,
+                            **{k: node.attrs[k] for k in keys if k in node.attrs})
+            if node.residual:
+                y = y + ins[3]
+            act = node.activation
+            y = np.maximum(y, 0) if act == "relu" else np.clip(y, 0, 6) if act == "relu6" else y
+            interp.values[node.outputs[0]] = y
+        elif node.op == "FC":
+            interp.values[node.outputs[0]] = ins[0] @ ins[1].T + ins[2]
+        elif node.op == "Silu":
+            interp.values[node.outputs[0]] = ins[0] * (0.5 + 0.5 * np.tanh(0.5 * ins[0]))
+        elif node.op == "ScaleShift":
+            shape = (1, -1) + (1,) * (ins[0].ndim - 2)
+            interp.values[node.outputs[0]] = ins[0] * ins[1].reshape(shape) + ins[2].reshape(shape)
+        else:
+            attrs: dict[str, Any] = {k: list(v) if isinstance(v, tuple) else v
+                                     for k, v in node.attrs.items()}
+            interp.step(helper.make_node(node.op, list(node.inputs), list(node.outputs),
+                                         **attrs))
+    return [interp.get(name) for name in graph.outputs]
+
+
+# the big ones (large weights or many nodes) only with -m slow
+SLOW = ("resnet50", "yolov8s", "onnx_densenet121", "onnx_vgg19", "onnx_zfnet512",
+        "onnx_bvlc_alexnet")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in zoo.names()])
+def test_every_zoo_model_imports_and_compiles(name):
+    graph = importer.load(_build(name))
+    compiled = importer.compile_graph(graph)
+    compiled.validate()
+    before, after = graph.ops(), compiled.ops()
+    assert len(compiled.nodes) < len(graph.nodes)
+    for gone in ("BatchNormalization", "Dropout", "Identity", "Constant", "Gemm"):
+        assert gone not in after, after
+    producers = compiled.producers()
+    for node in compiled.nodes:
+        if node.op == "ScaleShift":  # a BN kept standalone: no single-reader Conv before it
+            conv = producers.get(node.inputs[0])
+            assert conv is None or conv.op != "Conv" or node.inputs[0] in compiled.outputs \
+                or len(compiled.consumers()[node.inputs[0]]) > 1
+    if before.get("BatchNormalization") and name.startswith(("resnet", "mobilenet")):
+        assert "ScaleShift" not in after
+
+
+def test_resnet18_fusion_counts():
+    graph = importer.load(_build("resnet18"))
+    compiled = importer.compile_graph(graph)
+    assert graph.ops() == {"Conv": 20, "BatchNormalization": 20, "Relu": 17, "MaxPool": 1,
+                           "Add": 8, "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}
+    assert compiled.ops() == {"Conv": 20, "MaxPool": 1, "GlobalAveragePool": 1,
+                              "Flatten": 1, "FC": 1}
+    fused = [n for n in compiled.nodes if n.residual]
+    assert len(fused) == 8  # every shortcut Add went into a Conv, with the Relu after it
+    assert all(n.activation == "relu" for n in fused)
+
+
+def test_yolov8n_silu_and_mobilenetv2_relu6():
+    yolo = importer.compile_graph(importer.load(_build("yolov8n"))).ops()
+    assert yolo.get("Silu") == 57 and "Sigmoid" not in yolo and "Mul" not in yolo
+    mnet = importer.compile_graph(importer.load(_build("mobilenetv2")))
+    acts = {n.activation for n in mnet.nodes if n.op == "Conv"}
+    assert acts == {"relu6", "none"} and "Clip" not in mnet.ops()
+    assert sum(1 for n in mnet.nodes if n.residual) == 10
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenetv2", "yolov8n", "onnx_squeezenet",
+                                  "onnx_shufflenet"])
+def test_passes_preserve_semantics(name):
+    ort = importlib.import_module("onnxruntime")
+
+    model = _build(name)
+    graph = importer.compile_graph(importer.load(model))
+    rng = np.random.default_rng(1)
+    feeds = {n: rng.standard_normal(graph.tensors[n].shape).astype(np.float32)
+             for n in graph.inputs}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    got = run_graph(graph, feeds)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_batchnorm_fold_is_exact_formula():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    g, beta, mean = (rng.standard_normal(4).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, 4).astype(np.float32)
+    inits = [onnx.numpy_helper.from_array(v, n) for v, n in
+             ((w, "w"), (b, "b"), (g, "g"), (beta, "beta"), (mean, "m"), (var, "v"))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "g", "beta", "m", "v"], ["y"],
+                              epsilon=1e-3)]
+    model = helper.make_model(helper.make_graph(
+        nodes, "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits),
+        opset_imports=[helper.make_opsetid("", 13)])
+    graph = importer.compile_graph(importer.load(model))
+    (conv,) = graph.nodes
+    f = g.astype(np.float64) / np.sqrt(var.astype(np.float64) + 1e-3)
+    np.testing.assert_array_equal(graph.tensors[conv.inputs[1]].value,
+                                  (w * f.reshape(-1, 1, 1, 1)).astype(np.float32))
+    np.testing.assert_array_equal(graph.tensors[conv.inputs[2]].value,
+                                  ((b.astype(np.float64) - mean) * f + beta).astype(np.float32))
+
+
+def _tiny(opset: int = 13, dims: list[Any] | None = None) -> onnx.ModelProto:
+    dims = dims if dims is not None else [1, 3, 8, 8]
+    node = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph([node], "tiny",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    (_tiny().SerializeToString()[:-7], "not an ONNX model"),
+    (b"hello, this is not onnx at all", "not an ONNX model"),
+    (_tiny(dims=["batch", 3, 8, 8]), "input 'x' has a dynamic or missing shape"),
+    (_tiny(opset=9), "opset 9 is outside the supported range 10-21"),
+    (_tiny(opset=22), "opset 22 is outside the supported range 10-21"),
+])
+def test_bad_models_raise_one_line_input_error(source, message):
+    with pytest.raises(InputError, match=message) as info:
+        importer.load(source)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_file_path(tmp_path):
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(_tiny().SerializeToString()[:20])
+    with pytest.raises(InputError, match=r"broken\.onnx: not an ONNX model"):
+        importer.load(path)
+    with pytest.raises(InputError, match="cannot read"):
+        importer.load(tmp_path / "missing.onnx")

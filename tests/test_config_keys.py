@@ -20,10 +20,12 @@ import simpy
 
 import emu
 from emu.chip import Soc
+from emu.nn import placement
+from emu.nn.estimate import estimate
 from emu.runtime import hbsys
 from emu.soc.config import load_config, schema_fields
 from emu.vdsp.idma import Endpoint, linear
-from emu.workloads import cameras, dsp_ops
+from emu.workloads import bpu_calibration, cameras, dsp_ops
 from emu.workloads.pointcloud import runner
 from emu.workloads.pointcloud.impls import IMPLS, Preprocessor
 from emu.workloads.pointcloud.params import CENTERPOINT
@@ -49,6 +51,15 @@ def camera_scenario(overrides: tuple[str, ...]) -> Any:
                                   sync=True)
     results, _ = cameras.run(params, overrides=overrides)
     return results["cameras"]
+
+
+def bpu_estimate(overrides: tuple[str, ...]) -> Any:
+    """The static estimates of a small MobileNetV2 (depthwise convs) and YOLOv8n (LUT,
+    pool, resize, concat layer groups)."""
+    cfg = load_config(overrides=overrides).soc
+    graphs = [bpu_calibration.compiled("mobilenetv2", 32, 1, 10),
+              bpu_calibration.compiled("yolov8n", 64, 1)]
+    return [estimate(g, placement.place(g), cfg, 1).to_json() for g in graphs]
 
 
 def dsp(overrides: tuple[str, ...]) -> Any:
@@ -89,7 +100,7 @@ def pool(overrides: tuple[str, ...]) -> Any:
 
 
 PROBES = {"pointcloud": pointcloud, "cameras": camera_scenario, "dsp": dsp, "pool": pool,
-          "idma_queue": idma_queue}
+          "idma_queue": idma_queue, "bpu_estimate": bpu_estimate}
 
 # key: (a legal non-preset value, probe, overrides both runs share so the key has a say)
 ROWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -128,8 +139,21 @@ ROWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "bpu.cores": ("1", "cameras", ()),
     "bpu.freq_hz": ("600MHz", "cameras", ()),
     "bpu.macs_per_cycle": ("1000", "cameras", ()),
+    "bpu.align_h": ("5", "cameras", ()),
+    "bpu.align_w": ("5", "cameras", ()),
+    "bpu.align_cin": ("1", "cameras", ()),
+    "bpu.align_cout": ("1", "cameras", ()),
+    "bpu.efficiency_dense": ("0.05", "cameras", ()),
+    "bpu.efficiency_depthwise": ("0.05", "bpu_estimate", ()),
+    "bpu.efficiency_elementwise": ("0.05", "bpu_estimate", ()),
+    "bpu.efficiency_pool": ("0.01", "bpu_estimate", ()),
+    "bpu.efficiency_resize": ("0.01", "bpu_estimate", ()),
+    "bpu.efficiency_move": ("0.01", "bpu_estimate", ()),
     "bpu.sram_bytes": ("64KiB", "cameras", ()),
+    "bpu.weight_sram_bytes": ("8MiB", "bpu_estimate", ()),
     "bpu.ddr_port_bytes_per_s": ("1GB/s", "cameras", ("bpu.sram_bytes=64KiB",)),
+    "bpu.layer_overhead_cycles": ("100000", "cameras", ()),
+    "bpu.fc_overhead_cycles": ("100000", "cameras", ()),
     "bpu.task_overhead_ps": ("1ms", "cameras", ()),
     "vdsp.cores": ("1", "dsp", ()),
     "vdsp.freq_hz": ("800MHz", "pointcloud", ()),

@@ -25,9 +25,9 @@ ALLOWED = {
     "vdsp": {"soc", "mem"},
     "chip": {"soc", "mem", "cpu", "bpu", "vdsp"},
     "runtime": {"soc", "mem", "cpu", "bpu", "vdsp", "chip"},
-    "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report"},
+    "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report", "nn"},
     "report": {"soc", "chip", "runtime"},
-    "nn": set(),
+    "nn": {"soc", "bpu"},
     "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report", "nn"},
 }
 

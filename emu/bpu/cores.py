@@ -1,7 +1,12 @@
-"""The BPU cores: a priority task queue whose tasks run a model layer by layer.
+"""The BPU cores: a priority task queue whose tasks run a model function call by function call.
 
-Each layer is one stage, so a priority-255 task preempts at a layer boundary. A layer's
-compute and its DDR traffic proceed side by side; the layer ends when both are done.
+A model task is the model's layer groups, split into function calls (FCs) as the compiler's
+`max_time_per_fc` does (`timing.split_function_calls`). Each FC is one stage, so a
+priority-255 task preempts only at an FC boundary, as on the board. Inside an FC the layer
+groups run in order: the layer group's fixed cost (and the FC's, before its first one),
+then its compute and its DDR traffic side by side; the layer group ends when both are
+done. The DDR bytes go through the shared DDR model, so a layer group slows down when
+other requesters (the DSPs, the CPUs, the other core) load the DDR.
 """
 
 from __future__ import annotations
@@ -12,9 +17,8 @@ from typing import Any
 import simpy
 
 from emu.bpu import timing
-from emu.bpu.timing import Layer
+from emu.bpu.timing import FunctionCall, LayerGroup
 from emu.mem.ddr import Ddr
-from emu.soc.clock import Clock
 from emu.soc.component import Component
 from emu.soc.config import BpuConfig
 from emu.soc.sched import ANY_CORE, PRIORITY_LOWEST, CoreGroup, CoreSlot, Stage, StageBody, Task
@@ -31,30 +35,44 @@ class BpuCores(CoreGroup):
     ) -> None:
         super().__init__(name, parent, env, cfg.cores, recorder, cfg.task_overhead_ps)
         self.cfg = cfg
-        self.clock = Clock(self.path, cfg.freq_hz)
         self.ddr = ddr
 
     def model_task(
-        self, name: str, layers: Sequence[Layer], *, core: int = ANY_CORE,
+        self, name: str, layers: Sequence[LayerGroup], *, max_time_per_fc_ps: int = 0,
+        spans: Sequence[tuple[int, int]] | None = None, core: int = ANY_CORE,
         priority: int = PRIORITY_LOWEST, custom_id: int = 0,
+        resident_weights: bool | None = None,
     ) -> Task:
-        """A task that runs the layers of a model in order (submit it to run it)."""
-        stages = [Stage(layer.name, self._layer_body(layer)) for layer in layers]
+        """A task that runs a model's layer groups (submit it to run it), in the function
+        calls `spans` gives ([start, end) ranges, a compiled model's cut), or else split
+        into FCs of at most `max_time_per_fc_ps` of estimated time (0: one FC).
+        `resident_weights`: whether the model's weights stay on chip (default: whether
+        these layer groups' weights fit; a model of several subgraphs decides for all)."""
+        if spans is None:
+            spans = timing.split_function_calls(layers, self.cfg, max_time_per_fc_ps,
+                                                resident_weights)
+        calls = timing.function_calls(layers, self.cfg, spans, resident_weights)
+        stages = [Stage(f"{name} {call.name}", self._call_body(call)) for call in calls]
         return Task(name, stages, priority=priority, custom_id=custom_id, core=core)
 
-    def _layer_body(self, layer: Layer) -> StageBody:
+    def _call_body(self, call: FunctionCall) -> StageBody:
         def run(slot: CoreSlot) -> Generator[simpy.Event, Any, None]:
-            cycles = timing.compute_cycles(layer, self.cfg)
-            read, written = timing.ddr_bytes(layer, self.cfg)
-            self.count("macs", layer.macs)
-            self.count("cycles", cycles)
-            port = self.cfg.ddr_port_bytes_per_s
-            who = slot.name
-            events: list[simpy.Event] = [self.env.timeout(self.clock.cycles_to_ps(cycles))]
-            if read:
-                events.append(self.ddr.transfer(read, who, cap_bytes_per_s=port))
-            if written:
-                events.append(self.ddr.transfer(written, who, write=True, cap_bytes_per_s=port))
-            yield self.env.all_of(events)
+            env, port, who = self.env, self.cfg.ddr_port_bytes_per_s, slot.name
+            overhead = call.overhead_ps
+            for layer, cost in zip(call.layers, call.costs, strict=True):
+                self.count("layer_groups")
+                self.count("macs", layer.macs)
+                if overhead + cost.fixed_ps:
+                    yield env.timeout(overhead + cost.fixed_ps)
+                overhead = 0
+                compute = env.timeout(cost.compute_ps)
+                if cost.ddr_bytes:
+                    # One flow for loads and stores: the port's bandwidth is for both.
+                    moved = self.ddr.transfer(cost.ddr_bytes, who, written=cost.written_bytes,
+                                              cap_bytes_per_s=port)
+                    yield env.all_of([compute, moved])
+                else:
+                    yield compute
+            self.count("function_calls")
 
         return run

@@ -260,6 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", required=True, metavar="FILE.onnx",
                         help="the file to write; an existing regular file is replaced, a "
                              "folder, device, pipe or symbolic link is refused")
+    from emu.cli import nn_commands
+
+    nn_commands.add_parsers(
+        commands, [hardware, _output_options(trace=False), _progress_options()],
+        _whole, _real, SEEDS)
     return parser
 
 
@@ -354,6 +359,15 @@ def _main(argv: Sequence[str] | None) -> int:
             return _calibrate(args)
         if args.command == "zoo":
             return _zoo(args)
+        if args.command == "compile":
+            from emu.cli import nn_commands
+
+            return nn_commands.run_compile(args, lambda: _resolve(args),
+                                           lambda label: _progress(args, label), _emit_json)
+        if args.command == "infer":
+            from emu.cli import nn_commands
+
+            return nn_commands.run_infer(args, lambda: _resolve(args), _emit_json)
         return _scenario(args)
     except UserError as exc:
         print(f"emu: error: {exc}", file=sys.stderr)
@@ -433,13 +447,16 @@ def _list(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from emu.report.document import provenance, provenance_line
     from emu.report.table import render
+    from emu.workloads import bpu_calibration
     from emu.workloads.pointcloud import calibration
 
-    prov = provenance(_resolve(args), seed=0)  # the calibration frames' seed
+    resolved = _resolve(args)
+    prov = provenance(resolved, seed=0)  # the calibration frames' seed
     run = calibration.cross_validation_report if args.cross_validate \
         else calibration.calibration_report
     with _progress(args, "calibrate") as progress:
         report = {**run(args.preset, args.overrides, args.config, progress), "provenance": prov}
+    report["bpu_targets"] = bpu_calibration.report(resolved.soc)
     if args.json:
         _emit_json(report)
         return EXIT_OK
@@ -453,6 +470,11 @@ def _calibrate(args: argparse.Namespace) -> int:
           f"{stats['points_per_frame']} points; valid points {stats['valid_points']}; "
           f"pillars {stats['pillars']}; kept points per pillar "
           f"{stats['kept_points_per_pillar']}")
+    bpu_rows = [(t["name"], t["target"], t["model"], t["unit"], f"{t['error']:+.1%}", t["use"])
+                for t in report["bpu_targets"]]
+    print(render(["BPU target (J5 hb_perf estimates)", "target", "model", "unit", "error",
+                  "use"], bpu_rows, title=f"J5 BPU calibration, preset {args.preset} "
+                                          "(tools/fit_j5_bpu.py)"))
     if args.cross_validate:
         from emu.workloads.pointcloud import fitting
 

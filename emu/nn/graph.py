@@ -149,3 +149,73 @@ def toposort(nodes: Iterable[Node], inputs: Iterable[str], tensors: dict[str, Te
         ready_names.update(node.outputs)
         last = prefer.get(node.name) if prefer is not None else None
     return tuple(ordered)
+
+
+# --- serialisation (the model file stores graphs as JSON plus arrays) ----------------------
+
+def _encode_attr(value: Any, key: str, arrays: dict[str, np.ndarray]) -> Any:
+    if isinstance(value, np.ndarray):
+        arrays[key] = value
+        return {"array": key}
+    if isinstance(value, (tuple, list)):
+        return [_encode_attr(v, f"{key}.{i}", arrays) for i, v in enumerate(value)]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else {"float": repr(float(value))}
+    if isinstance(value, str):
+        return value
+    raise InputError(f"graph: attribute {key} of type {type(value).__name__} cannot be stored")
+
+
+def _decode_attr(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+    if isinstance(value, list):
+        return tuple(_decode_attr(v, arrays) for v in value)
+    if isinstance(value, dict):
+        if "array" in value:
+            return arrays[value["array"]]
+        return float(value["float"])
+    return value
+
+
+def to_packed(graph: Graph, prefix: str = "graph") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The graph as a JSON-able description and named arrays (constants, array attrs)."""
+    arrays: dict[str, np.ndarray] = {}
+    tensors = {}
+    for name, t in graph.tensors.items():
+        entry: dict[str, Any] = {"shape": list(t.shape), "dtype": t.dtype}
+        if t.value is not None:
+            key = f"{prefix}.const.{len(arrays)}"
+            arrays[key] = t.value
+            entry["value"] = key
+        tensors[name] = entry
+    nodes = [{"name": n.name, "op": n.op, "inputs": list(n.inputs), "outputs": list(n.outputs),
+              "attrs": {k: _encode_attr(v, f"{prefix}.attr.{i}.{k}", arrays)
+                        for k, v in n.attrs.items()}}
+             for i, n in enumerate(graph.nodes)]
+    meta = {"inputs": list(graph.inputs), "outputs": list(graph.outputs), "nodes": nodes,
+            "tensors": tensors}
+    return meta, arrays
+
+
+def from_packed(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
+    """The graph `to_packed` described (validated; InputError if it is not a graph)."""
+    try:
+        tensors = {}
+        for name, t in meta["tensors"].items():
+            value = arrays[t["value"]] if "value" in t else None
+            shape = tuple(int(s) for s in t["shape"])
+            if value is not None and value.shape != shape:
+                raise InputError(f"graph: constant {name!r} has shape {value.shape}, "
+                                 f"expected {shape}")
+            tensors[name] = Tensor(name, shape, str(np.dtype(t["dtype"])), value)
+        nodes = tuple(Node(n["name"], n["op"], tuple(n["inputs"]), tuple(n["outputs"]),
+                           {k: _decode_attr(v, arrays) for k, v in n["attrs"].items()})
+                      for n in meta["nodes"])
+        graph = Graph(tuple(meta["inputs"]), tuple(meta["outputs"]), nodes, tensors)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"graph: malformed description ({exc!r})") from None
+    graph.validate()
+    return graph

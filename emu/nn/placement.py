@@ -15,6 +15,8 @@ models use:
 - No constraints beyond the general ones: Relu, Clip, Sigmoid, HardSigmoid, Silu (a LUT),
   GlobalAveragePool, ScaleShift (a folded-away BatchNormalization), Flatten, Reshape,
   Squeeze, Unsqueeze, Transpose, Slice, Split, Gather.
+- Preprocess (the colour conversion and normalisation of an image input type,
+  `emu/nn/preprocess.py`): the BPU, as on J5.
 - Softmax: on the CPU, as the J5 toolchain does by default; with `dsp_softmax=True` on the
   vDSP's softmax operator (emu/vdsp/ops/nn.py) instead.
 - LayerNormalization, InstanceNormalization, LRN, NonMaxSuppression, RoiAlign, TopK and
@@ -167,6 +169,8 @@ def decide(graph: Graph, node: Node, dsp_softmax: bool = False) -> Decision:
         a, b = (graph.tensors[n].shape for n in node.inputs[:2])
         problem = (None if len(a) == len(b) and max(a[-2:] + b[-2:]) <= MATMUL_DIM_MAX
                    else f"MatMul of shapes {a} x {b}")
+    elif op == "Preprocess":
+        return Decision(node.name, op, "bpu", "image input conversion runs on the BPU")
     elif op == "Softmax":
         if dsp_softmax:
             return Decision(node.name, op, "dsp", "Softmax on the vDSP softmax operator")

@@ -79,6 +79,7 @@ OPSET = 13
 IR_VERSION = 8  # what onnxruntime 1.17 and later read; opset 13 needs at least 7
 MAX_SIDE = 4096  # pixels per side of an input
 MAX_BATCH = 256
+MAX_CLASSES = 100_000
 _BN_EPSILON = 1e-5
 
 
@@ -96,6 +97,7 @@ class Entry:
     fixed: bool  # only the default input size (a topology taken from a file)
     build: Callable[[_Net, int, int], None] | None  # writes the network into a _Net
     source: Path | None = None  # the file of a topology taken from the onnx test data
+    classes: int | None = None  # classifier outputs by default; None: not a setting
 
 
 _REGISTRY: dict[str, Entry] = {}
@@ -109,12 +111,13 @@ def _register(entry: Entry) -> None:
 
 
 def _network(name: str, description: str, input_size: tuple[int, int], stride: int,
-             exact: bool = False, channels: int = 3,
+             exact: bool = False, channels: int = 3, classes: int | None = None,
              ) -> Callable[[Callable[[_Net, int, int], None]],
                            Callable[[_Net, int, int], None]]:
     """Register the decorated builder `fn(net, height, width)` as zoo model `name`."""
     def decorate(fn: Callable[[_Net, int, int], None]) -> Callable[[_Net, int, int], None]:
-        _register(Entry(name, description, input_size, 1, channels, stride, exact, False, fn))
+        _register(Entry(name, description, input_size, 1, channels, stride, exact, False, fn,
+                        classes=classes))
         return fn
     return decorate
 
@@ -138,10 +141,18 @@ def entry(name: str) -> Entry:
 
 
 def check(name: str, input_size: Sequence[int] | None = None,
-          batch: int | None = None) -> tuple[Entry, tuple[int, int], int]:
+          batch: int | None = None, classes: int | None = None,
+          ) -> tuple[Entry, tuple[int, int], int]:
     """The entry, input size and batch a build would use, or InputError saying what is
-    wrong (naming the command-line option)."""
+    wrong (naming the command-line option). `classes` (the classifier's outputs) is
+    checked too: only the classifiers have it."""
     item = entry(name)
+    if classes is not None:
+        if item.classes is None:
+            raise InputError(f"classes {classes}: {name} has no classifier output setting")
+        if not isinstance(classes, int) or not 1 <= classes <= MAX_CLASSES:
+            raise InputError(f"classes {classes}: expected a whole number from 1 to "
+                             f"{MAX_CLASSES}")
     size = item.input_size if input_size is None else tuple(input_size)
     text = ",".join(str(s) for s in size)
     try:
@@ -173,40 +184,40 @@ def check(name: str, input_size: Sequence[int] | None = None,
 
 
 def build(name: str, input_size: Sequence[int] | None = None, batch: int | None = None,
-          seed: int = 0) -> onnx.ModelProto:
-    """Zoo model `name` as an ONNX model with seeded weights; `input_size` (H, W) and
-    `batch` default to the entry's."""
+          seed: int = 0, classes: int | None = None) -> onnx.ModelProto:
+    """Zoo model `name` as an ONNX model with seeded weights; `input_size` (H, W),
+    `batch` and a classifier's `classes` default to the entry's."""
     import numpy as np
 
-    item, (height, width), batch = check(name, input_size, batch)
+    item, (height, width), batch = check(name, input_size, batch, classes)
     if item.source is not None:
         return _onnx_test_model(item, batch, seed, weights=True)
     assert item.build is not None
     # The weights: drawn in a build at the calibration size, whose BatchNormalization
     # statistics a NumPy run on standard-normal data sets; then the graph at the size asked.
-    calibration = _Net(item, 1, seed, weights=True)
+    calibration = _Net(item, 1, seed, weights=True, classes=classes)
     side = max(64, _CALIBRATION_STRIDES * item.stride)
     item.build(calibration, side, side)
     data = calibration.rng.standard_normal(calibration.inputs[0][1], dtype=np.float32)
     _calibrate_batchnorm(calibration.nodes, calibration.arrays,
                          {calibration.inputs[0][0]: data}, wrap=True)
-    net = _Net(item, batch, seed, weights=False)
+    net = _Net(item, batch, seed, weights=False, classes=classes)
     item.build(net, height, width)
     return net.model(f"{height}x{width}", seed, calibration.arrays)
 
 
 def summary(name: str, input_size: Sequence[int] | None = None,
-            batch: int | None = None) -> dict[str, Any]:
+            batch: int | None = None, classes: int | None = None) -> dict[str, Any]:
     """What `build` would make, without drawing any weight: {name, description,
     input_size, batch, inputs, outputs (each [{name, shape}]), params, macs}."""
-    item, (height, width), batch = check(name, input_size, batch)
+    item, (height, width), batch = check(name, input_size, batch, classes)
     if item.source is not None:
         model = _onnx_test_model(item, batch, 0, weights=False)
         params, macs = measure(model)
         inputs = [_value_shape(v) for v in model.graph.input]
         outputs = [_value_shape(v) for v in model.graph.output]
     else:
-        net = _Net(item, batch, 0, weights=False)
+        net = _Net(item, batch, 0, weights=False, classes=classes)
         assert item.build is not None
         item.build(net, height, width)
         params, macs = net.params, net.macs
@@ -470,11 +481,13 @@ class _Net:
     With `weights=False` nothing is drawn or kept but the shapes, parameter count and MACs,
     so a summary of the largest network costs milliseconds."""
 
-    def __init__(self, item: Entry, batch: int, seed: int, weights: bool) -> None:
+    def __init__(self, item: Entry, batch: int, seed: int, weights: bool,
+                 classes: int | None = None) -> None:
         import numpy as np
         from onnx import helper
 
         self.item, self.batch, self.weights = item, batch, weights
+        self.classes = item.classes if classes is None else classes
         self._np, self._helper = np, helper
         self.rng = np.random.default_rng([seed, zlib.crc32(item.name.encode())])
         self.nodes: list[onnx.NodeProto] = []
@@ -661,9 +674,12 @@ class _Net:
                           mode="nearest", coordinate_transformation_mode="asymmetric",
                           nearest_mode="floor")
 
-    def classifier(self, x: str, classes: int, name: str) -> str:
-        """Global average pool, Flatten and a fully connected layer: the logits."""
+    def classifier(self, x: str, name: str) -> str:
+        """Global average pool, Flatten and a fully connected layer: the logits (as many
+        as the network's `classes`)."""
         n, c, _, _ = self.shapes[x]
+        classes = self.classes
+        assert classes is not None, f"{self.item.name} registers no classes"
         pooled = self._node("GlobalAveragePool", [x], f"{name}.pool", (n, c, 1, 1))
         flat = self._node("Flatten", [pooled], f"{name}.flatten", (n, c), axis=1)
         weight = self._weight(f"{name}.weight", (classes, c),
@@ -700,23 +716,26 @@ def _resnet(net: _Net, height: int, width: int, blocks: Sequence[int],
                 x = net.cba(x, cout, 1, f"{name}.downsample", stride=stride, act=None)
             x = net.act(net.add(x, y, f"{name}.add"), "relu", f"{name}.relu")
             cin = cout
-    net.output(net.classifier(x, 1000, "fc"))
+    net.output(net.classifier(x, "fc"))
 
 
 @_network("resnet18", "ResNet-18 (torchvision v1.5: BasicBlocks 2-2-2-2, BN, ReLU, residual "
-          "Add, global average pool, FC 1000)", (224, 224), stride=32)
+          "Add, global average pool, FC 1000)", (224, 224), stride=32,
+          classes=1000)
 def _resnet18(net: _Net, height: int, width: int) -> None:
     _resnet(net, height, width, (2, 2, 2, 2), bottleneck=False)
 
 
 @_network("resnet50", "ResNet-50 (torchvision v1.5: Bottlenecks 3-4-6-3, stride on the 3x3, "
-          "BN, ReLU, residual Add, global average pool, FC 1000)", (224, 224), stride=32)
+          "BN, ReLU, residual Add, global average pool, FC 1000)", (224, 224), stride=32,
+          classes=1000)
 def _resnet50(net: _Net, height: int, width: int) -> None:
     _resnet(net, height, width, (3, 4, 6, 3), bottleneck=True)
 
 
 @_network("mobilenetv1", "MobileNetV1 1.0 (13 depthwise-separable 3x3 dw + 1x1 pw blocks, "
-          "BN, ReLU, global average pool, FC 1000)", (224, 224), stride=32)
+          "BN, ReLU, global average pool, FC 1000)", (224, 224), stride=32,
+          classes=1000)
 def _mobilenetv1(net: _Net, height: int, width: int) -> None:
     x = net.input("input", 3, height, width)
     x = net.cba(x, 32, 3, "stem", stride=2)
@@ -726,7 +745,7 @@ def _mobilenetv1(net: _Net, height: int, width: int) -> None:
         cin = net.shapes[x][1]
         x = net.cba(x, cin, 3, f"block{k}.dw", stride=stride, groups=cin)
         x = net.cba(x, cout, 1, f"block{k}.pw")
-    net.output(net.classifier(x, 1000, "fc"))
+    net.output(net.classifier(x, "fc"))
 
 
 def _inverted_residual(net: _Net, x: str, cout: int, expand: int, k: int, stride: int,
@@ -743,7 +762,8 @@ def _inverted_residual(net: _Net, x: str, cout: int, expand: int, k: int, stride
 
 
 @_network("mobilenetv2", "MobileNetV2 1.0 (17 inverted residuals with linear bottlenecks, "
-          "ReLU6 as Clip, 1x1 to 1280, global average pool, FC 1000)", (224, 224), stride=32)
+          "ReLU6 as Clip, 1x1 to 1280, global average pool, FC 1000)", (224, 224), stride=32,
+          classes=1000)
 def _mobilenetv2(net: _Net, height: int, width: int) -> None:
     x = net.input("input", 3, height, width)
     x = net.cba(x, 32, 3, "stem", stride=2, act="relu6")
@@ -756,12 +776,13 @@ def _mobilenetv2(net: _Net, height: int, width: int) -> None:
                                    f"block{k}")
             k += 1
     x = net.cba(x, 1280, 1, "head", act="relu6")
-    net.output(net.classifier(x, 1000, "fc"))
+    net.output(net.classifier(x, "fc"))
 
 
 @_network("efficientnet_lite0", "EfficientNet-lite0 (16 MBConv blocks with 3x3 and 5x5 "
           "depthwise convs, no squeeze-excitation, ReLU6 as Clip, 1x1 to 1280, global "
-          "average pool, FC 1000)", (224, 224), stride=32)
+          "average pool, FC 1000)", (224, 224), stride=32,
+          classes=1000)
 def _efficientnet_lite0(net: _Net, height: int, width: int) -> None:
     x = net.input("input", 3, height, width)
     x = net.cba(x, 32, 3, "stem", stride=2, act="relu6")
@@ -774,7 +795,7 @@ def _efficientnet_lite0(net: _Net, height: int, width: int) -> None:
                                    f"block{k}")
             k += 1
     x = net.cba(x, 1280, 1, "head", act="relu6")
-    net.output(net.classifier(x, 1000, "fc"))
+    net.output(net.classifier(x, "fc"))
 
 
 # --- YOLOv8 ------------------------------------------------------------------------------

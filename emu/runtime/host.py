@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 from greenlet import greenlet
 
-from emu.bpu.timing import Layer
+from emu.bpu.timing import LayerGroup
 from emu.cpu.cluster import CpuWork
 from emu.soc.clock import PS_PER_MS
 from emu.soc.sched import ANY_CORE, PRIORITY_LOWEST, CoreGroup, Stage, Task
@@ -179,13 +179,18 @@ class HostThread(abc.ABC):
             group.submit(task)
         return self._done(task)
 
-    def run_model(self, name: str, layers: Sequence[Layer], *, priority: int = PRIORITY_LOWEST,
-                  custom_id: int = 0) -> Task:
-        """Run a model (its layers in order) on a BPU core and wait for it; the finished task
-        says how long it ran and queued. The stand-in for hbDNN's infer-and-wait until the
-        hbDNN API exists."""
+    def run_model(self, name: str, layers: Sequence[LayerGroup], *,
+                  priority: int = PRIORITY_LOWEST, custom_id: int = 0,
+                  max_time_per_fc_ps: int = 0, spans: Sequence[tuple[int, int]] | None = None,
+                  resident_weights: bool | None = None, core: int = ANY_CORE) -> Task:
+        """Run a model (its layer groups in order, in the function calls `spans` gives or
+        else of at most `max_time_per_fc_ps`) on a BPU core and wait for it; the finished
+        task says how long it ran and queued. The stand-in for hbDNN's infer-and-wait
+        until the hbDNN API exists."""
         bpu = self.soc.bpu
-        task = bpu.model_task(name, layers, priority=priority, custom_id=custom_id)
+        task = bpu.model_task(name, layers, priority=priority, custom_id=custom_id,
+                              max_time_per_fc_ps=max_time_per_fc_ps, spans=spans,
+                              resident_weights=resident_weights, core=core)
         self.wait(self.submit(bpu, task, "bpu submit"), None, f"bpu wait {name}")
         return task
 

@@ -81,6 +81,15 @@ def _rate(desc: str) -> Any:
     return param("bytes/s", desc, minimum=_MIN_BYTES_PER_S, maximum=_MAX_BYTES_PER_S)
 
 
+def _granule(desc: str) -> Any:
+    return param("count", desc, minimum=1, maximum=1024)
+
+
+def _efficiency(what: str) -> Any:
+    return param("ratio", f"share of the peak MAC rate reached by {what}", positive=True,
+                 maximum=1)
+
+
 @dataclass(frozen=True)
 class L1Config:
     """The private L1 data cache of an A55 core.
@@ -165,14 +174,35 @@ class CpuConfig:
 
 @dataclass(frozen=True)
 class BpuConfig:
-    """The BPU (Bayes) neural-network cores."""
+    """The BPU (Bayes) neural-network cores; the cost model is `emu/bpu/timing.py`'s."""
 
     cores: int = _cores("BPU cores")
     freq_hz: float = _clock("BPU clock")
     macs_per_cycle: int = param("count", "int8 multiply-accumulates per cycle per core",
                                 minimum=1, maximum=10**7)
-    sram_bytes: int = param("bytes", "on-chip SRAM per core", positive=True, maximum=1 << 30)
+    align_h: int = _granule("output rows the MAC array works on at once (H is padded to it)")
+    align_w: int = _granule("output columns the MAC array works on at once (W is padded to "
+                            "it)")
+    align_cin: int = _granule("input channels per group one MAC-array pass reduces (padded "
+                              "to it: a depthwise conv uses one of them)")
+    align_cout: int = _granule("output channels the MAC array computes at once (C is padded "
+                               "to it, also in the feature-map layout)")
+    efficiency_dense: float = _efficiency("convolutions and fully connected layers")
+    efficiency_depthwise: float = _efficiency("depthwise (grouped) convolutions")
+    efficiency_elementwise: float = _efficiency("elementwise ops and LUT activations")
+    efficiency_pool: float = _efficiency("max and average pooling")
+    efficiency_resize: float = _efficiency("resize (upsampling)")
+    efficiency_move: float = _efficiency("data movement (concat, transpose, slice)")
+    sram_bytes: int = param("bytes", "on-chip SRAM per core for feature maps", positive=True,
+                            maximum=1 << 30)
+    weight_sram_bytes: int = param(
+        "bytes", "on-chip SRAM per core for weights: a model whose weights fit keeps them "
+        "across runs, others read them from DDR every run", minimum=0, maximum=1 << 30)
     ddr_port_bytes_per_s: float = _rate("most DDR bandwidth one BPU core can draw")
+    layer_overhead_cycles: int = _cycles("fixed cost of one layer group (configuration, "
+                                         "pipeline fill and drain)")
+    fc_overhead_cycles: int = _cycles("fixed cost of one function call (fetch from the "
+                                      "hardware FIFO, start, completion)")
     task_overhead_ps: int = _time("fixed cost of starting a task on a core")
 
 

@@ -7,16 +7,17 @@ start-up each thread allocates its pool buffers with hbSys. Then, for every fram
   2. CPU: invalidate the frame buffer the ISP wrote, downscale its Y plane by two into the
      network input (the loop's real address stream runs through the A55 cache model), and
      clean the input for the BPU;
-  3. BPU: the camera's detection network, layer by layer, on whichever core is free, at
-     the camera's priority (camera 0 is the front camera and preempts with 255). The hbDNN
-     runtime is not there yet, so the thread queues the model task itself and waits;
+  3. BPU: the camera's detection network (layer groups in one function call) on whichever
+     core is free, at the camera's priority (camera 0 is the front camera and preempts
+     with 255). The hbDNN runtime is not there yet, so the thread queues the model task
+     itself and waits;
   4. DSP: the dequantize operator turns the network's int8 output into float32 through
      hbDSPRpc / hbDSPWaitTaskDone; the thread invalidates the result before reading it.
 A frame's latency runs from its arrival to the end of step 4 and is split exactly into
 CPU (the thread's time on an A55 core), BPU (the model on a BPU core), DSP (the RPC round
 trip and the operator on a DSP core) and waiting (for a core of any kind, or for the
 thread to finish the previous frame). A frame misses its deadline when its latency exceeds
-the frame period. The networks are synthetic but fixed by the seed.
+the frame period. The networks are synthetic but fixed by the seed (`synthetic_network`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from emu.bpu.timing import Layer
+from emu.bpu.timing import LayerGroup, TensorRef
 from emu.cpu import ops
 from emu.cpu.cluster import CpuWork
 from emu.errors import HostThreadError, InputError, SimulationError, UserError
@@ -63,22 +64,36 @@ class CameraParams:
 # Output tensor of the synthetic detector: stride-8 feature map, 64 int8 channels.
 _OUT_STRIDE = 8
 _OUT_CHANNELS = 64
+_LAYERS = 24
+_STRIDED = (0, _LAYERS // 3)  # the two stride-2 convs: input stride 2 to output stride 8
 
 
-def synthetic_network(name: str, gmacs: float, in_bytes: int, out_bytes: int,
-                      rng: np.random.Generator) -> list[Layer]:
-    """A 24-layer backbone+head whose MACs and weights follow a typical detector's shape."""
-    n = 24
-    share = rng.uniform(0.5, 1.5, n)
-    share /= share.sum()
-    macs = np.floor(share * gmacs * 1e9).astype(np.int64)
-    weights = np.linspace(16 * 1024, 1024 * 1024, n).astype(np.int64)
-    act = np.geomspace(in_bytes * 4, out_bytes, n).astype(np.int64)
-    layers = []
-    for i in range(n):
-        layer_in = in_bytes if i == 0 else int(act[i - 1])
-        layers.append(Layer(f"{name}.l{i}", int(macs[i]), int(weights[i]), layer_in, int(act[i])))
-    return layers
+def synthetic_network(name: str, gmacs: float, width: int, height: int,
+                      rng: np.random.Generator) -> list[LayerGroup]:
+    """A detector backbone of 3x3 convs on the half-size Y plane, down to stride 8, and a
+    1x1 head to the 64-channel output. The channel counts widen along the network with a
+    seeded jitter and are scaled together so the network does about `gmacs` GMACs."""
+    base = np.geomspace(16, 128, _LAYERS - 1) * rng.uniform(0.75, 1.25, _LAYERS - 1)
+
+    def build(scale: float) -> list[LayerGroup]:
+        x = TensorRef(f"{name}.input", 1, height // 2, width // 2, 1)
+        layers = []
+        for i in range(_LAYERS):
+            stride = 2 if i in _STRIDED else 1
+            head = i == _LAYERS - 1
+            c = _OUT_CHANNELS if head else max(1, round(base[i] * scale))
+            k = 1 if head else 3
+            out = TensorRef(f"{name}.l{i}", 1, (x.h - 1) // stride + 1,
+                            (x.w - 1) // stride + 1, c)
+            layers.append(LayerGroup(f"{name}.l{i}", "Conv", "dense", out, (x,), cin=x.c,
+                                     kernel_h=k, kernel_w=k, stride=stride,
+                                     weight_bytes=c * x.c * k * k, leaves=head))
+            x = out
+        return layers
+
+    # MACs grow with the square of the width (both channel counts), less at the ends.
+    scale = math.sqrt(gmacs * 1e9 / sum(layer.macs for layer in build(1.0)))
+    return build(scale)
 
 
 def downscale_work(name: str, width: int, height: int, src: int, dst: int, vector_bytes: int,
@@ -123,7 +138,7 @@ class FrameTimes:
 class _Camera:
     """One camera's host thread: its buffers, network and frames."""
 
-    def __init__(self, cam: int, params: CameraParams, network: list[Layer], priority: int,
+    def __init__(self, cam: int, params: CameraParams, network: list[LayerGroup], priority: int,
                  period_ps: int, on_frame: Callable[[], None]) -> None:
         self.cam = cam
         self.p = params
@@ -220,10 +235,9 @@ def run(params: CameraParams, preset: str = "j5", config_file: str | None = None
 
     rng = np.random.default_rng(params.seed)
     period_ps = round(PS_PER_S / params.fps)
-    in_bytes = (params.width // 2) * (params.height // 2)
-    out_bytes = (params.width // _OUT_STRIDE) * (params.height // _OUT_STRIDE) * _OUT_CHANNELS
     cameras = [
-        _Camera(c, params, synthetic_network(f"cam{c}", params.gmacs, in_bytes, out_bytes, rng),
+        _Camera(c, params, synthetic_network(f"cam{c}", params.gmacs, params.width,
+                                             params.height, rng),
                 PRIORITY_PREEMPT if c == 0 else max(1, 128 - c), period_ps, on_frame)
         for c in range(params.cameras)]
     with session.Session(preset, config_file, overrides, trace=trace) as sess:

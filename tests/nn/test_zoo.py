@@ -361,3 +361,16 @@ def test_help_imports_neither_the_zoo_nor_onnx():
                           check=True)
     assert "zoo" in done.stdout
     assert done.stderr == "[]"
+
+
+def test_a_classifier_can_be_built_with_fewer_classes_and_others_refuse_the_setting():
+    model = zoo.build("mobilenetv2", (32, 32), batch=2, classes=10)
+    info = zoo.summary("mobilenetv2", (32, 32), batch=2, classes=10)
+    assert info["outputs"] == [{"name": "logits", "shape": [2, 10]}]
+    assert zoo.measure(model) == (info["params"], info["macs"])
+    full = zoo.summary("mobilenetv2", (32, 32), batch=2)
+    assert full["params"] - info["params"] == 990 * (1280 + 1)
+    with pytest.raises(InputError, match="no classifier output setting"):
+        zoo.check("yolov8n", classes=10)
+    with pytest.raises(InputError, match="classes 0"):
+        zoo.check("resnet18", classes=0)

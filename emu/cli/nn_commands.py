@@ -1,0 +1,281 @@
+"""`emu compile` and `emu infer`: the command line of the BPU toolchain (emu/nn).
+
+Every argument and output path is checked before any model is compiled or run, and an
+output file is written whole or not at all (`emu.report.outputs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from emu.errors import InputError
+
+CALIB_SAMPLES = (1, 10_000)
+TOP_K = (1, 1000)
+MAX_TIME_PER_FC_US = (0.0, 1e7)
+
+
+def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
+                whole: Callable[[int, int], Callable[[str], int]],
+                real: Callable[[float, float], Callable[[str], float]],
+                seeds: tuple[int, int]) -> None:
+    """The `compile` and `infer` sub-commands (`parents`: hardware, output, progress)."""
+    comp = commands.add_parser(
+        "compile", parents=parents,
+        help="compile ONNX models into one quantised model file for the BPU",
+        description="Import float ONNX models, fuse, place each op on the BPU, CPU or DSP, "
+                    "quantise post-training on calibration inputs (int8, int16 where "
+                    "needed), cut BPU subgraphs into function calls, and write one model "
+                    "file. --perf prints the static estimate (as hb_perf does).")
+    comp.add_argument("models", nargs="+", metavar="FILE.onnx",
+                      help="ONNX models; each becomes one model named after its file")
+    comp.add_argument("-o", "--output", required=True, metavar="FILE.hbm",
+                      help="the model file to write (a regular file is replaced)")
+    comp.add_argument("--input-type", default="featuremap",
+                      choices=["nv12", "rgb", "bgr", "yuv444", "gray", "featuremap"],
+                      help="what the compiled model takes (default featuremap: the ONNX "
+                           "input, float32 NCHW); image types take uint8 pixels")
+    comp.add_argument("--batch", type=whole(1, 256), metavar="N",
+                      help="batch to compile for (default: the model's own)")
+    comp.add_argument("--mean", metavar="M[,M,M]",
+                      help="image input types: mean subtracted per channel (default 0)")
+    comp.add_argument("--scale", metavar="S[,S,S]",
+                      help="image input types: scale applied after the mean (default 1)")
+    calib = comp.add_mutually_exclusive_group()
+    calib.add_argument("--calib-dir", metavar="DIR",
+                       help="calibration samples: the .npy (.npz for several inputs) files "
+                            "of DIR, in the compiled input's shape and dtype")
+    calib.add_argument("--calib-random", type=whole(*CALIB_SAMPLES), metavar="N",
+                       help="calibration samples drawn at random (default 16): standard "
+                            "normal feature maps or uniform uint8 images")
+    comp.add_argument("--seed", type=whole(*seeds), default=0,
+                      help="seed of --calib-random (default 0)")
+    comp.add_argument("--max-time-per-fc", type=real(*MAX_TIME_PER_FC_US), default=0.0,
+                      metavar="US", help="longest function call in microseconds of "
+                                         "estimated time (default 0: no limit)")
+    comp.add_argument("--dsp-softmax", action="store_true",
+                      help="run Softmax on a vDSP instead of the CPU")
+    comp.add_argument("--perf", action="store_true",
+                      help="print the static estimate of each model")
+    comp.add_argument("--html", metavar="FILE.html",
+                      help="also write the static estimate as an HTML page with a "
+                           "per-layer chart (needs matplotlib: pip install 'emu[plot]')")
+
+    infer = commands.add_parser(
+        "infer", parents=parents,
+        help="run one compiled model on one input",
+        description="Compute a compiled model's outputs exactly, as the runtime does, on "
+                    "an input file (.npy, .npz for several inputs, or a binary PPM/PGM "
+                    "image for rgb/bgr/gray models), and simulate one inference on one "
+                    "BPU core.")
+    infer.add_argument("model_file", metavar="FILE.hbm")
+    infer.add_argument("--input", required=True, metavar="FILE")
+    infer.add_argument("--model-name", metavar="NAME",
+                       help="the model of a file that packs several")
+    infer.add_argument("--top-k", type=whole(*TOP_K), default=5, metavar="K",
+                       help="classes shown per classifier output (default 5)")
+    infer.add_argument("--out", metavar="DIR",
+                       help="write each output as DIR/<output>.npy (DIR new or empty)")
+
+
+def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
+                progress: Callable[[str], Any], emit_json: Callable[[Any], None]) -> int:
+    from emu.report import outputs
+
+    target = outputs.check_file("-o", args.output)
+    html_target = None if args.html is None else outputs.check_file("--html", args.html)
+    if html_target is not None and html_target.resolve() == target.resolve():
+        raise InputError(f"--html {args.html}: is the -o file too")
+    names = [_model_name(p) for p in args.models]
+    if len(set(names)) != len(names):
+        raise InputError(f"two models would have one name ({', '.join(names)}): model "
+                         "names come from the file names")
+    for path in args.models:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such file")
+    if args.calib_dir is not None and not Path(args.calib_dir).is_dir():
+        raise InputError(f"--calib-dir {args.calib_dir}: not a folder")
+    soc = resolve()  # configuration errors before any work
+
+    from emu.nn import compiler
+    from emu.nn.preprocess import parse_values
+    from emu.report import nnperf
+    from emu.report.document import write_atomic
+
+    options = compiler.CompileOptions(
+        input_type=args.input_type, batch=args.batch,
+        mean=None if args.mean is None else parse_values(args.mean, 1, 0.0, "--mean"),
+        scale=None if args.scale is None else parse_values(args.scale, 1, 1.0, "--scale"),
+        calib_dir=None if args.calib_dir is None else Path(args.calib_dir),
+        calib_random=args.calib_random or compiler.DEFAULT_CALIBRATION_SAMPLES,
+        seed=args.seed, max_time_per_fc_us=args.max_time_per_fc,
+        dsp_softmax=args.dsp_softmax)
+    compiled = []
+    steps = len(names) * compiler.STEPS
+    with progress("compile") as bar:
+        done = [0]
+
+        def step(what: str) -> None:
+            if bar is not None:
+                bar(done[0], steps, what)
+            done[0] += 1
+
+        for path, name in zip(args.models, names, strict=True):
+            compiled.append(compiler.compile_model(path, name, options, soc.soc, step))
+    data = compiler.dumps(compiled)
+    estimates = [m.estimate(soc.soc).to_json() for m in compiled] \
+        if args.perf or html_target is not None else []
+    if html_target is not None:
+        page = nnperf.html_page(estimates, f"emu compile --perf: {target.name}")
+    write_atomic(target, data)
+    if html_target is not None:
+        write_atomic(html_target, page)
+    docs = []
+    for k, model in enumerate(compiled):
+        doc = _compile_summary(model)
+        if estimates:
+            doc.update(estimates[k])
+        docs.append(doc)
+    if args.json:
+        emit_json({"file": str(target), "bytes": len(data), "models": docs})
+        return 0
+    for model, doc in zip(compiled, docs, strict=True):
+        print(_summary_text(model, doc))
+    if estimates:
+        print(nnperf.text(estimates))
+    print(f"wrote {target} ({len(data):,} bytes, {len(compiled)} model(s))"
+          + (f" and {html_target}" if html_target is not None else ""))
+    return 0
+
+
+def _model_name(path: str) -> str:
+    stem = Path(path).name
+    for suffix in (".onnx", ".ONNX"):
+        stem = stem.removesuffix(suffix)
+    return stem or "model"
+
+
+def _compile_summary(model: Any) -> dict[str, Any]:
+    return {
+        "name": model.name,
+        "inputs": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
+                   for t in model.inputs],
+        "outputs": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
+                    for t in model.outputs],
+        "segments": [{"kind": s.kind, "nodes": len(s.nodes),
+                      "function_calls": len(model.function_calls.get(k, [])),
+                      "reasons": list(s.reasons)}
+                     for k, s in enumerate(model.segments)],
+        "accuracy": {"cosine": model.accuracy, "flagged": model.flagged},
+    }
+
+
+def _summary_text(model: Any, doc: dict[str, Any]) -> str:
+    segs = ", ".join(f"{s['kind']}" + (f"({s['nodes']} ops, {s['function_calls']} FC)"
+                                       if s["kind"] == "bpu" else
+                                       f"({s['nodes']} ops)" if s["nodes"] else "")
+                     for s in doc["segments"])
+    lines = [f"{model.name}: {segs}"]
+    for seg in doc["segments"]:
+        for reason in seg["reasons"] if seg["kind"] in ("cpu", "dsp") else []:
+            lines.append(f"  {seg['kind']}: {reason}")
+    worst = min(model.accuracy.values()) if model.accuracy else 1.0
+    lines.append(f"  quantised vs float on calibration inputs: worst output cosine "
+                 f"{worst:.5f}")
+    if model.flagged:
+        lines.append(f"  WARNING: quantisation error too large on {', '.join(model.flagged)} "
+                     "(cosine similarity below 0.99)")
+    return "\n".join(lines)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "output"
+
+
+def read_input(model: Any, path: str) -> dict[str, Any]:
+    """The feeds of `model` from a .npy / .npz / PPM / PGM file (batch 1 images get N=1)."""
+    import numpy as np
+
+    from emu.nn.compiler import check_feeds
+    from emu.nn.preprocess import read_pnm
+
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"--input {path}: is a folder") from None
+    except OSError as exc:
+        raise InputError(f"--input {path}: cannot read: {exc.strerror}") from None
+    names = [t.name for t in model.inputs]
+    if data[:2] in (b"P5", b"P6"):
+        image = read_pnm(path, data)
+        input_type = model.options.get("input_type")
+        if input_type not in ("rgb", "bgr", "gray"):
+            raise InputError(f"--input {path}: an image file feeds rgb, bgr or gray models; "
+                             f"this one takes {input_type}")
+        feeds = {names[0]: image[None]}
+    else:
+        import io
+        try:
+            loaded = np.load(io.BytesIO(data), allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--input {path}: not a .npy/.npz file or PPM/PGM image "
+                             f"({exc})") from None
+        if isinstance(loaded, np.ndarray):
+            if len(names) != 1:
+                raise InputError(f"--input {path}: the model has {len(names)} inputs; give "
+                                 ".npz keyed by input name")
+            feeds = {names[0]: loaded}
+        else:
+            feeds = {k: loaded[k] for k in loaded.files}
+    return check_feeds(model.graph, feeds, f"--input {path}")
+
+
+def run_infer(args: argparse.Namespace, resolve: Callable[[], Any],
+              emit_json: Callable[[Any], None]) -> int:
+    from emu.report import outputs
+
+    out = None if args.out is None else outputs.check_folder("--out", args.out)
+    resolve()  # configuration errors before any work
+
+    import numpy as np
+
+    from emu.nn import compiler
+    from emu.workloads import nn_models
+
+    model = compiler.pick(compiler.load_file(args.model_file), args.model_name,
+                          args.model_file)
+    feeds = read_input(model, args.input)
+    results = model.run(feeds)
+    simulated = nn_models.simulate(model, args.preset, args.config, args.overrides)
+    top: dict[str, list[list[dict[str, Any]]]] = {}
+    for name, value in results.items():
+        if value.ndim == 2 and value.shape[1] > 1:
+            order = np.argsort(-value, axis=1, kind="stable")[:, :args.top_k]
+            top[name] = [[{"class": int(c), "score": float(value[n, c])} for c in row]
+                         for n, row in enumerate(order)]
+    if out is not None:
+        with outputs.staged_folder(out) as folder:
+            for name, value in results.items():
+                np.save(folder / f"{_safe(name)}.npy", value, allow_pickle=False)
+    described = [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype)}
+                 for k, v in results.items()]
+    if args.json:
+        emit_json({"model": model.name, "outputs": described, "top_k": top,
+                   "simulated": simulated})
+        return 0
+    for item in described:
+        print(f"{item['name']}: {item['dtype']} {item['shape']}")
+    for name, rows in top.items():
+        for n, row in enumerate(rows):
+            ranked = ", ".join(f"{r['class']} ({r['score']:.4f})" for r in row)
+            print(f"{name}[{n}] top-{len(row)}: {ranked}")
+    print(f"simulated on one BPU core: {simulated['latency_ms']:.4f} ms "
+          f"(BPU {simulated['bpu_ms']:.4f} ms, CPU {simulated['cpu_ms']:.4f} ms)")
+    if out is not None:
+        print(f"wrote {len(results)} output(s) to {out}")
+    return 0

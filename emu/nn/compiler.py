@@ -1,0 +1,370 @@
+"""`emu compile`: float ONNX in, a quantised model that computes and is timed out.
+
+The steps, each in its own module:
+
+1. `rebatch` (here): the ONNX model with its batch dimension set to `--batch`, shapes
+   inferred again;
+2. `importer.load` and `importer.compile_graph`: the IR and the fusing passes;
+3. `add_preprocess` (here): for an image input type, a BPU "Preprocess" node in front of
+   the network (`preprocess.py`); the compiled input is then the uint8 image;
+4. `placement.place`: BPU / CPU / DSP per op, segments;
+5. `quantize.calibrate` on the calibration samples, `quantize.quantize`: the integer
+   model; `quantize.accuracy` compares it with the float graph on the same samples and the
+   model is flagged when an output's cosine similarity falls below `ACCURACY_FLOOR`;
+6. `layers.layer_groups` and `timing.split_function_calls`: each BPU subgraph cut into
+   function calls of at most `--max-time-per-fc` microseconds of estimated time on the
+   hardware the compiler was given.
+
+Calibration samples: `--calib-dir DIR` reads every `.npy` file in it (one sample each, in
+the compiled input's shape and dtype; a multi-input model takes `.npz` files keyed by
+input name), in name order; `--calib-random N` (the default, N = 16) draws N samples with
+`--seed`: standard normal float32 feature maps, or uniformly random uint8 images.
+
+The compiled model is stored with `save` as one model of a file (`modelfile.py`); the
+hardware it was compiled for is not stored, only its function-call cut: estimates and
+simulation recompute every time on the hardware of the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from emu.bpu import timing
+from emu.errors import InputError
+from emu.nn import estimate as estimate_module
+from emu.nn import execute, importer, layers, modelfile, placement, quantize
+from emu.nn.graph import Graph, Node, Tensor, from_packed, to_packed
+from emu.nn.placement import Segment
+from emu.nn.preprocess import IMAGE_TYPES, INPUT_TYPES, ImageInput
+from emu.soc.config import SocConfig
+
+ACCURACY_FLOOR = 0.99
+DEFAULT_CALIBRATION_SAMPLES = 16
+MAX_BATCH = 256
+MAX_TIME_PER_FC_US = 10**7
+Progress = Callable[[str], None]
+STEPS = 4  # progress reports per model: import, calibrate, quantise, check accuracy
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What `emu compile` was asked for."""
+
+    input_type: str = "featuremap"
+    batch: int | None = None  # None: the ONNX model's own
+    mean: tuple[float, ...] | None = None  # image inputs; None: 0 per channel
+    scale: tuple[float, ...] | None = None  # image inputs; None: 1 per channel
+    calib_dir: Path | None = None
+    calib_random: int = DEFAULT_CALIBRATION_SAMPLES
+    seed: int = 0
+    max_time_per_fc_us: float = 0.0  # 0: no limit
+    dsp_softmax: bool = False
+
+    def __post_init__(self) -> None:
+        if self.input_type not in INPUT_TYPES:
+            raise InputError(f"--input-type {self.input_type}: expected one of "
+                             f"{', '.join(INPUT_TYPES)}")
+        if self.batch is not None and not 1 <= self.batch <= MAX_BATCH:
+            raise InputError(f"--batch {self.batch}: expected 1 to {MAX_BATCH}")
+        if not 1 <= self.calib_random <= 10_000:
+            raise InputError(f"--calib-random {self.calib_random}: expected 1 to 10000")
+        if not 0 <= self.max_time_per_fc_us <= MAX_TIME_PER_FC_US:
+            raise InputError(f"--max-time-per-fc {self.max_time_per_fc_us}: expected 0 "
+                             f"(no limit) to {MAX_TIME_PER_FC_US} microseconds")
+
+    def as_meta(self) -> dict[str, Any]:
+        return {"input_type": self.input_type, "batch": self.batch,
+                "mean": list(self.mean) if self.mean is not None else None,
+                "scale": list(self.scale) if self.scale is not None else None,
+                "calibration": (f"dir {self.calib_dir}" if self.calib_dir is not None
+                                else f"random {self.calib_random} seed {self.seed}"),
+                "max_time_per_fc_us": self.max_time_per_fc_us,
+                "dsp_softmax": self.dsp_softmax}
+
+
+@dataclass
+class CompiledModel:
+    """One compiled model: the graph, where each op runs, the integer model, the cut of
+    each BPU subgraph into function calls, and what the compiler found."""
+
+    name: str
+    graph: Graph
+    segments: list[Segment]
+    quant: Any  # quantize.QuantModel
+    function_calls: dict[int, list[tuple[int, int]]]  # BPU segment index -> [start, end)
+    options: dict[str, Any]
+    accuracy: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def flagged(self) -> list[str]:
+        """The outputs whose cosine similarity to the float model is below the floor."""
+        return [k for k, v in self.accuracy.items() if v < ACCURACY_FLOOR]
+
+    @property
+    def inputs(self) -> list[Tensor]:
+        return [self.graph.tensors[name] for name in self.graph.inputs]
+
+    @property
+    def outputs(self) -> list[Tensor]:
+        return [self.graph.tensors[name] for name in self.graph.outputs]
+
+    @property
+    def batch(self) -> int:
+        """Frames per run: the batch dimension of the first input."""
+        return self.inputs[0].shape[0] if self.inputs and self.inputs[0].shape else 1
+
+    def subgraphs(self) -> dict[int, list[timing.LayerGroup]]:
+        """BPU segment index -> its layer groups (recomputed: they are not stored)."""
+        dtypes = self.quant.tensor_dtypes()
+        return {k: layers.layer_groups(self.graph, s, dtypes)
+                for k, s in enumerate(self.segments) if s.kind == "bpu"}
+
+    def weights_resident(self, soc: SocConfig) -> bool:
+        """Whether all BPU weights of the model stay on chip across runs on `soc`."""
+        return timing.weights_resident(
+            [g for part in self.subgraphs().values() for g in part], soc.bpu)
+
+    def calls(self, soc: SocConfig) -> list[tuple[int, list[timing.FunctionCall]]]:
+        """Per BPU segment (index), its function calls with their costs on `soc`."""
+        resident = self.weights_resident(soc)
+        return [(k, timing.function_calls(groups, soc.bpu, self.function_calls.get(k),
+                                           resident))
+                for k, groups in self.subgraphs().items()]
+
+    def estimate(self, soc: SocConfig) -> estimate_module.ModelEstimate:
+        """The static estimate (`hb_perf`'s view) of this model on `soc`."""
+        return estimate_module.estimate(
+            self.graph, self.segments, soc, self.batch, self.name,
+            spans=self.function_calls, dtypes=self.quant.tensor_dtypes())
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The model's outputs for `feeds` (every input by name), computed exactly."""
+        return execute.run(self.quant, feeds)
+
+    def to_packed(self) -> modelfile.PackedModel:
+        graph_meta, arrays = to_packed(self.graph)
+        quant_meta, quant_arrays = self.quant.to_arrays()
+        clash = set(arrays) & set(quant_arrays)
+        if clash:  # the two namespaces are disjoint by construction
+            raise AssertionError(f"array keys used twice: {sorted(clash)[:3]}")
+        arrays.update(quant_arrays)
+        meta = {"graph": graph_meta, "quant": quant_meta,
+                "segments": [_segment_meta(s) for s in self.segments],
+                "function_calls": {str(k): [list(fc) for fc in v]
+                                   for k, v in self.function_calls.items()},
+                "options": self.options, "accuracy": self.accuracy}
+        return modelfile.PackedModel(self.name, meta, arrays)
+
+    @classmethod
+    def from_packed(cls, packed: modelfile.PackedModel, where: str) -> CompiledModel:
+        try:
+            meta = packed.meta
+            graph = from_packed(meta["graph"], packed.arrays)
+            quant = quantize.QuantModel.from_arrays(meta["quant"], packed.arrays, graph)
+            segments = [Segment(s["kind"], tuple(s["nodes"]), tuple(s["inputs"]),
+                                tuple(s["outputs"]), tuple(s["reasons"]))
+                        for s in meta["segments"]]
+            calls = {int(k): [(int(a), int(b)) for a, b in v]
+                     for k, v in meta["function_calls"].items()}
+            return cls(packed.name, graph, segments, quant, calls, dict(meta["options"]),
+                       {str(k): float(v) for k, v in meta["accuracy"].items()})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise modelfile.ModelFileError(f"{where}: model {packed.name}: malformed "
+                                           f"description ({exc!r})") from None
+
+
+def _segment_meta(segment: Segment) -> dict[str, Any]:
+    return {"kind": segment.kind, "nodes": list(segment.nodes), "inputs": list(segment.inputs),
+            "outputs": list(segment.outputs), "reasons": list(segment.reasons)}
+
+
+# --- the steps ---------------------------------------------------------------------------------
+
+def rebatch(model: onnx.ModelProto, batch: int, where: str) -> onnx.ModelProto:
+    """A copy of `model` whose inputs have batch `batch` (dimension 0), shapes to infer."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    initializers = {t.name for t in copy.graph.initializer}
+    for value in copy.graph.input:
+        if value.name in initializers:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if not dims:
+            raise InputError(f"{where}: input {value.name!r} has no batch dimension")
+        dims[0].Clear()
+        dims[0].dim_value = batch
+    del copy.graph.value_info[:]
+    for value in copy.graph.output:
+        value.type.tensor_type.ClearField("shape")
+    return copy
+
+
+def add_preprocess(graph: Graph, options: CompileOptions) -> Graph:
+    """For an image input type: the uint8 image as the input (under the input's name) and a
+    Preprocess node making the network's float input from it."""
+    if options.input_type not in IMAGE_TYPES:
+        return graph
+    if len(graph.inputs) != 1:
+        raise InputError(f"--input-type {options.input_type}: the model has "
+                         f"{len(graph.inputs)} inputs; image input types need exactly one")
+    name = graph.inputs[0]
+    tensor = graph.tensors[name]
+    if len(tensor.shape) != 4:
+        raise InputError(f"--input-type {options.input_type}: input {name!r} has shape "
+                         f"{tensor.shape}; an image input needs N, C, H, W")
+    n, c, h, w = tensor.shape
+    spec = image_spec(options, c)
+    inner = f"{name}.normalised"
+    image = Tensor(name, spec.shape(n, h, w), "uint8")
+    tensors = dict(graph.tensors)
+    tensors[name] = image
+    tensors[inner] = Tensor(inner, tensor.shape, "float32")
+    renamed = [replace(node, inputs=tuple(inner if i == name else i for i in node.inputs))
+               for node in graph.nodes]
+    pre = Node("preprocess", "Preprocess", (name,), (inner,),
+               {"input_type": spec.input_type, "mean": spec.mean, "scale": spec.scale})
+    return graph.with_nodes([pre, *renamed], tensors)
+
+
+def image_spec(options: CompileOptions, channels: int) -> ImageInput:
+    mean = options.mean if options.mean is not None else (0.0,)
+    scale = options.scale if options.scale is not None else (1.0,)
+    if len(mean) == 1:
+        mean = mean * channels
+    if len(scale) == 1:
+        scale = scale * channels
+    return ImageInput(options.input_type, channels, tuple(mean), tuple(scale))
+
+
+def calibration_samples(graph: Graph, options: CompileOptions) -> list[dict[str, np.ndarray]]:
+    """The calibration feeds (see the module docstring)."""
+    if options.calib_dir is not None:
+        return _read_samples(graph, options.calib_dir)
+    rng = np.random.default_rng(options.seed)
+    samples = []
+    for _ in range(options.calib_random):
+        feed = {}
+        for name in graph.inputs:
+            t = graph.tensors[name]
+            if t.dtype == "uint8":
+                feed[name] = rng.integers(0, 256, size=t.shape, dtype=np.uint8)
+            else:
+                feed[name] = rng.standard_normal(t.shape).astype(t.dtype)
+        samples.append(feed)
+    return samples
+
+
+def _read_samples(graph: Graph, folder: Path) -> list[dict[str, np.ndarray]]:
+    if not folder.is_dir():
+        raise InputError(f"--calib-dir {folder}: not a folder")
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))
+    if not files:
+        raise InputError(f"--calib-dir {folder}: no .npy or .npz files in it")
+    samples = []
+    for path in files:
+        try:
+            loaded = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{path}: not a NumPy array file ({exc})") from None
+        if isinstance(loaded, np.ndarray):
+            if len(graph.inputs) != 1:
+                raise InputError(f"{path}: the model has {len(graph.inputs)} inputs; give "
+                                 ".npz files keyed by input name")
+            feed = {graph.inputs[0]: loaded}
+        else:
+            with loaded:
+                feed = {k: loaded[k] for k in loaded.files}
+        samples.append(check_feeds(graph, feed, str(path)))
+    return samples
+
+
+def check_feeds(graph: Graph, feeds: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    """`feeds` with every input of the graph, of its shape and dtype, or InputError."""
+    missing = [n for n in graph.inputs if n not in feeds]
+    extra = [n for n in feeds if n not in graph.inputs]
+    if missing or extra:
+        raise InputError(f"{where}: inputs {sorted(feeds)} do not match the model's "
+                         f"{list(graph.inputs)}")
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        x = np.asarray(feeds[name])
+        if x.shape != t.shape or str(x.dtype) != t.dtype:
+            raise InputError(f"{where}: input {name!r} is {x.dtype} {x.shape}; the model "
+                             f"takes {t.dtype} {t.shape}")
+    return {n: np.asarray(feeds[n]) for n in graph.inputs}
+
+
+def compile_model(source: onnx.ModelProto | str | Path, name: str, options: CompileOptions,
+                  soc: SocConfig, progress: Progress | None = None) -> CompiledModel:
+    """Compile one ONNX model for the hardware `soc` (see the module docstring)."""
+    where = str(source) if isinstance(source, (str, Path)) else name
+    say = progress or (lambda step: None)
+    say(f"{name}: import")
+    if isinstance(source, onnx.ModelProto):
+        model = source
+    else:
+        try:
+            model = onnx.load_from_string(Path(source).read_bytes())
+        except OSError as exc:
+            raise InputError(f"{where}: cannot read: {exc.strerror}") from None
+        except Exception:  # protobuf's DecodeError and friends
+            raise InputError(f"{where}: not an ONNX model (cannot parse it)") from None
+    if options.batch is not None:
+        model = rebatch(model, options.batch, where)
+    graph = importer.compile_graph(importer.load(model))
+    graph = add_preprocess(graph, options)
+    segments = placement.place(graph, dsp_softmax=options.dsp_softmax)
+    say(f"{name}: calibrate")
+    samples = calibration_samples(graph, options)
+    calibration = quantize.calibrate(graph, segments, samples)
+    say(f"{name}: quantise")
+    quant = quantize.quantize(graph, segments, calibration)
+    say(f"{name}: check accuracy")
+    accuracy = {k: float(v) for k, v in quantize.accuracy(quant, samples[:4]).items()}
+    compiled = CompiledModel(name, graph, segments, quant, {}, options.as_meta(), accuracy)
+    subgraphs = compiled.subgraphs()
+    resident = compiled.weights_resident(soc)
+    limit_ps = round(options.max_time_per_fc_us * 1e6)
+    for index, groups in subgraphs.items():
+        compiled.function_calls[index] = timing.split_function_calls(
+            groups, soc.bpu, limit_ps, resident)
+    return compiled
+
+
+# --- files ---------------------------------------------------------------------------------
+
+def dumps(models: Sequence[CompiledModel]) -> bytes:
+    from emu import __version__
+    return modelfile.dumps([m.to_packed() for m in models], __version__)
+
+
+def load_file(path: str | Path) -> list[CompiledModel]:
+    """Every model of a compiled-model file, or one clear InputError."""
+    where = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{where}: is a folder, not a model file") from None
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read: {exc.strerror}") from None
+    return [CompiledModel.from_packed(p, where) for p in modelfile.loads(data, where)]
+
+
+def pick(models: Sequence[CompiledModel], name: str | None, where: str) -> CompiledModel:
+    """The model called `name` (or the only one)."""
+    if name is None:
+        if len(models) != 1:
+            raise InputError(f"{where} packs {len(models)} models "
+                             f"({', '.join(m.name for m in models)}): say which with "
+                             "--model-name")
+        return models[0]
+    for model in models:
+        if model.name == name:
+            return model
+    raise InputError(f"--model-name {name}: {where} has {', '.join(m.name for m in models)}")

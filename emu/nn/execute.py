@@ -1,0 +1,717 @@
+"""Running a compiled graph: in float (the IR as ONNX defines it) and quantised (issue 11).
+
+`run_float(graph, feeds)` evaluates the IR `Graph` in float32 with NumPy, node by node, as
+ONNX defines each op (fused nodes as the ops they replace: a Conv with `activation` and a
+residual is act(conv(x) + residual), FC is x @ w.T + b, Silu is x * sigmoid(x), ScaleShift
+is x * scale + shift per channel). It is what calibration observes and what the quantised
+model is compared with.
+
+`run(qmodel, feeds)` executes a `QuantModel` (emu/nn/quantize.py) segment by segment, as
+the J5 would: the "quantize" segment turns the float inputs into codes; a BPU segment runs
+its nodes on integer codes with the exact kernels of emu/nn/kernels.py (so its outputs are
+defined bit for bit, and tests/nn/quant_reference.py restates them); a CPU or DSP segment
+runs its nodes in float (the same NumPy ops as `run_float`); the "dequantize" segment
+turns the codes of the model outputs back into float32. Where a CPU segment reads a BPU
+segment's output it is dequantised, and where a BPU segment reads a float tensor it is
+quantised, so every BPU <-> CPU boundary in the middle of a graph converts.
+
+Conversions (symmetric, zero point 0):
+- quantise: code = clamp(round_half_away(x / scale)), the quotient in float64 (x widened
+  from float32 exactly), rounded to the nearest integer with ties away from zero, then
+  saturated to the code type (int8 or int16);
+- dequantise: float32(code x scale), the product in float64.
+
+How each BPU op runs on codes (scales and types come from the QuantModel's tensor table):
+- Conv, FC: `kernels.Conv2d` / `FullyConnected` with the int8 per-channel weights and int32
+  biases. A Conv with a residual runs as the conv (no activation) into its own
+  intermediate tensor (`<output>#conv`), then `kernels.Add` of it and the residual with the
+  activation. ConvTranspose (group 1, no dilation) is the convolution of the input with
+  stride - 1 zeros inserted between pixels (exact: a zero code is the value 0), padded by
+  kernel - 1 - pad on each side (+ output_padding at the end), with the weight transposed
+  to (C_out, C_in) and flipped in both spatial axes.
+- ScaleShift, and Mul / Add by a per-channel (or scalar) constant: a per-channel affine
+  map a[c] x + b[c], run as a depthwise 1x1 `Conv2d` (weight a quantised per channel,
+  bias b in the accumulator's scale).
+- Add, Sum of feature maps: `kernels.Add` (Sum of more than two: a chain of Adds, each
+  into the output's scale). Inputs of different code types: the int8 one is widened to
+  int16 (same scale, the same codes). Concat: `kernels.Concat`.
+- Sigmoid, Silu, HardSigmoid (ONNX's default alpha and beta): `kernels.Lut` (int8 only).
+- Preprocess (an image input type's colour conversion and normalisation): the exact
+  integer `ImageInput.to_codes` of emu/nn/preprocess.py, from the raw uint8 input, which
+  has no codes of its own and enters the BPU segment as it is.
+- Code-preserving ops (output at the input's scale and type): MaxPool, AveragePool,
+  GlobalAveragePool (the kernels' rounded averages), Resize (nearest, integer factor),
+  Relu (max(q, 0)), Clip (q clamped to the bounds divided by the scale, rounded half away
+  from zero), Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Split.
+
+Kernel objects are built once per model (`prepare`: by `quantize.quantize`, or on the first
+`run` of a model read back with `from_arrays`) and kept in the QuantModel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from emu.errors import InputError
+from emu.nn import kernels
+from emu.nn.graph import Graph, Node
+from emu.nn.preprocess import ImageInput
+
+if TYPE_CHECKING:
+    from emu.nn.quantize import QuantModel
+
+CODES_PREFIX = "codes:"
+CODE_TYPES: dict[str, np.dtype[Any]] = {"int8": np.dtype(np.int8), "int16": np.dtype(np.int16)}
+# Ops whose output codes keep the input's scale and type.
+CODE_PRESERVING = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "Resize", "Relu",
+                             "Clip", "Flatten", "Reshape", "Squeeze", "Unsqueeze",
+                             "Transpose", "Split"})
+LUT_OPS = {"Sigmoid": "sigmoid", "Silu": "silu", "HardSigmoid": "hardsigmoid"}
+
+
+# ---------------------------------------------------------------------------------------
+# Feeds and conversions
+
+
+def check_feeds(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The feeds if they name every graph input with its static shape and dtype, else a
+    one-line InputError."""
+    if not isinstance(feeds, dict):
+        raise InputError(f"feeds must be a dict of input name -> array, got "
+                         f"{type(feeds).__name__}")
+    missing = [name for name in graph.inputs if name not in feeds]
+    if missing:
+        raise InputError(f"missing feed for input {missing[0]!r} (inputs: "
+                         f"{', '.join(graph.inputs)})")
+    unknown = sorted(set(feeds) - set(graph.inputs))
+    if unknown:
+        raise InputError(f"feed {unknown[0]!r} is not a model input (inputs: "
+                         f"{', '.join(graph.inputs)})")
+    for name in graph.inputs:
+        value, tensor = feeds[name], graph.tensors[name]
+        if not isinstance(value, np.ndarray):
+            raise InputError(f"feed {name!r} must be a numpy array, got "
+                             f"{type(value).__name__}")
+        if value.dtype != np.dtype(tensor.dtype):
+            raise InputError(f"feed {name!r} has dtype {value.dtype}, the model takes "
+                             f"{tensor.dtype}")
+        if value.shape != tensor.shape:
+            raise InputError(f"feed {name!r} has shape {value.shape}, the model takes "
+                             f"{tensor.shape}")
+    return dict(feeds)
+
+
+def round_half_away(values: np.ndarray) -> np.ndarray:
+    """float64 values rounded to the nearest integer, ties away from zero, exactly (the
+    fraction |v| - floor(|v|) is computed without rounding, unlike floor(|v| + 0.5))."""
+    magnitude = np.abs(values)
+    whole = np.floor(magnitude)
+    rounded = whole + (magnitude - whole >= 0.5)
+    return np.copysign(rounded, values)
+
+
+def to_codes(x: np.ndarray, scale: float, dtype: str) -> np.ndarray:
+    """Quantise: clamp(round_half_away(float64(x) / scale)) as int8 or int16 codes."""
+    info = np.iinfo(CODE_TYPES[dtype])
+    codes = round_half_away(np.asarray(x, np.float64) / scale)
+    return np.clip(codes, info.min, info.max).astype(CODE_TYPES[dtype])
+
+
+def from_codes(codes: np.ndarray, scale: float) -> np.ndarray:
+    """Dequantise: float32(code x scale)."""
+    return (codes.astype(np.float64) * scale).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# Geometry shared by the float and the integer ops
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A 2-D window: kernel, stride, pads (top, left, bottom, right), dilation."""
+
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    dilation: tuple[int, int]
+
+
+def _pair(value: Any, default: int) -> tuple[int, int]:
+    if value is None:
+        return (default, default)
+    values = tuple(int(v) for v in value)
+    if len(values) != 2:
+        raise InputError(f"expected a 2-D window attribute, got {values}")
+    return (values[0], values[1])
+
+
+def geometry(node: Node, kernel: Sequence[int], in_hw: Sequence[int]) -> Geometry:
+    """The window of a Conv / pool node from its attributes (auto_pad resolved)."""
+    if node.attrs.get("ceil_mode", 0):
+        raise InputError(f"node {node.name} ({node.op}): ceil_mode is not supported")
+    size = (int(kernel[0]), int(kernel[1]))
+    stride = _pair(node.attrs.get("strides"), 1)
+    dilation = _pair(node.attrs.get("dilations"), 1)
+    auto_pad = str(node.attrs.get("auto_pad", "NOTSET"))
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        total = [max(0, (-(-in_hw[i] // stride[i]) - 1) * stride[i]
+                     + dilation[i] * (size[i] - 1) + 1 - in_hw[i]) for i in range(2)]
+        small = [t // 2 for t in total]
+        big = [t - s for t, s in zip(total, small, strict=True)]
+        first, last = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+        pads = (first[0], first[1], last[0], last[1])
+    elif auto_pad == "VALID":
+        pads = (0, 0, 0, 0)
+    else:
+        given = tuple(int(p) for p in node.attrs.get("pads", (0, 0, 0, 0)))
+        if len(given) != 4:
+            raise InputError(f"node {node.name} ({node.op}): pads {given} are not 2-D")
+        pads = (given[0], given[1], given[2], given[3])
+    return Geometry(size, stride, pads, dilation)
+
+
+def _windows(x: np.ndarray, win: Geometry, fill: float) -> np.ndarray:
+    """(N, C, kh, kw, OH, OW) view of the windows over x padded with `fill`."""
+    n, c, height, width = x.shape
+    top, left, bottom, right = win.pads
+    (kh, kw), (sy, sx), (dy, dx) = win.kernel, win.stride, win.dilation
+    oh = (height + top + bottom - dy * (kh - 1) - 1) // sy + 1
+    ow = (width + left + right - dx * (kw - 1) - 1) // sx + 1
+    padded = np.full((n, c, height + top + bottom, width + left + right), fill, x.dtype)
+    padded[:, :, top:top + height, left:left + width] = x
+    s0, s1, s2, s3 = padded.strides
+    return np.lib.stride_tricks.as_strided(
+        padded, (n, c, kh, kw, oh, ow), (s0, s1, s2 * dy, s3 * dx, s2 * sy, s3 * sx),
+        writeable=False)
+
+
+def zero_insert(x: np.ndarray, stride: tuple[int, int]) -> np.ndarray:
+    """x with stride - 1 zeros between neighbouring pixels (ConvTranspose's input)."""
+    n, c, height, width = x.shape
+    out = np.zeros((n, c, (height - 1) * stride[0] + 1, (width - 1) * stride[1] + 1), x.dtype)
+    out[:, :, ::stride[0], ::stride[1]] = x
+    return out
+
+
+def deconv_as_conv(node: Node, weight: np.ndarray) -> tuple[np.ndarray, Geometry]:
+    """A ConvTranspose as a convolution over the zero-inserted input: the (C_out, C_in,
+    kh, kw) flipped weight and the stride-1 window (see the module docstring)."""
+    if int(node.attrs.get("group", 1)) != 1 or any(
+            d != 1 for d in _pair(node.attrs.get("dilations"), 1)):
+        raise InputError(f"node {node.name}: only ConvTranspose with group 1 and no "
+                         "dilation is supported")
+    if str(node.attrs.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+        raise InputError(f"node {node.name}: ConvTranspose with auto_pad SAME is not "
+                         "supported")
+    kh, kw = weight.shape[2], weight.shape[3]
+    pads = tuple(int(p) for p in node.attrs.get("pads", (0, 0, 0, 0)))
+    extra = _pair(node.attrs.get("output_padding"), 0)
+    conv_pads = (kh - 1 - pads[0], kw - 1 - pads[1], kh - 1 - pads[2] + extra[0],
+                 kw - 1 - pads[3] + extra[1])
+    if min(conv_pads) < 0:
+        raise InputError(f"node {node.name}: ConvTranspose pads larger than kernel - 1")
+    flipped = np.ascontiguousarray(weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+    return flipped, Geometry((kh, kw), (1, 1), conv_pads, (1, 1))
+
+
+def resize_factor(graph: Graph, node: Node) -> tuple[int, int]:
+    """The integer (fy, fx) of a nearest Resize that repeats pixels; others raise."""
+    mode = str(node.attrs.get("mode", "nearest"))
+    coords = str(node.attrs.get("coordinate_transformation_mode", "half_pixel"))
+    nearest = str(node.attrs.get("nearest_mode", "round_prefer_floor"))
+    x, y = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
+    ok = len(x) == 4 and x[:2] == y[:2] and y[2] % x[2] == 0 and y[3] % x[3] == 0
+    fy, fx = (y[2] // x[2], y[3] // x[3]) if ok else (0, 0)
+    repeats = ((coords == "asymmetric" and nearest == "floor")
+               or (coords == "half_pixel" and nearest == "round_prefer_floor")
+               or (coords == "asymmetric" and nearest == "round_prefer_floor"
+                   and fy == fx == 2))
+    if mode != "nearest" or not ok or not repeats:
+        raise InputError(f"node {node.name}: only nearest Resize by integer factors that "
+                         f"repeat pixels is supported (mode {mode}, {coords}, {nearest}, "
+                         f"{x} -> {y})")
+    return fy, fx
+
+
+def clip_bounds(graph: Graph, node: Node) -> tuple[float, float]:
+    """Clip's (min, max) from attributes (opset < 11) or constant inputs."""
+    low = float(node.attrs.get("min", -math.inf))
+    high = float(node.attrs.get("max", math.inf))
+    bounds = [low, high]
+    for k in (1, 2):
+        if len(node.inputs) > k and node.inputs[k]:
+            if not graph.is_const(node.inputs[k]):
+                raise InputError(f"node {node.name}: Clip bounds must be constants")
+            value = graph.tensors[node.inputs[k]].value
+            assert value is not None
+            bounds[k - 1] = float(np.asarray(value).reshape(-1)[0])
+    return bounds[0], bounds[1]
+
+
+def channel_affine(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) per channel with y = a[c] x + b[c], for ScaleShift and Mul / Add by a
+    constant that varies at most along axis 1."""
+    channels = graph.tensors[node.outputs[0]].shape[1]
+    if node.op == "ScaleShift":
+        scale, shift = (graph.tensors[n].value for n in node.inputs[1:3])
+        assert scale is not None and shift is not None
+        return (np.asarray(scale, np.float64).reshape(channels),
+                np.asarray(shift, np.float64).reshape(channels))
+    const = next(n for n in node.inputs if graph.is_const(n))
+    value = np.asarray(graph.tensors[const].value, np.float64)
+    rank = len(graph.tensors[node.outputs[0]].shape)
+    full = value.reshape((1,) * (rank - value.ndim) + value.shape)
+    if value.ndim > rank or any(d != 1 for k, d in enumerate(full.shape) if k != 1):
+        raise InputError(f"node {node.name}: {node.op} by a constant of shape "
+                         f"{value.shape} (only per-channel constants are supported)")
+    per_channel = np.broadcast_to(full.reshape(-1), (channels,)).copy()
+    if node.op == "Mul":
+        return per_channel, np.zeros(channels)
+    return np.ones(channels), per_channel
+
+
+def is_channel_affine(graph: Graph, node: Node) -> bool:
+    return node.op == "ScaleShift" or (
+        node.op in ("Mul", "Add") and len(node.inputs) == 2
+        and sum(graph.is_const(n) for n in node.inputs) == 1)
+
+
+def split_points(graph: Graph, node: Node) -> tuple[int, list[int]]:
+    """Split's axis and the indices where its output parts begin."""
+    rank = len(graph.tensors[node.inputs[0]].shape)
+    axis = int(node.attrs.get("axis", 0)) % rank
+    sizes = [graph.tensors[o].shape[axis] for o in node.outputs]
+    return axis, [int(v) for v in np.cumsum(sizes)[:-1]]
+
+
+def image_input(graph: Graph, node: Node) -> ImageInput:
+    """The image input type of a Preprocess node (emu/nn/preprocess.py)."""
+    a = node.attrs
+    return ImageInput(str(a["input_type"]), graph.tensors[node.outputs[0]].shape[1],
+                      tuple(a["mean"]), tuple(a["scale"]))
+
+
+# ---------------------------------------------------------------------------------------
+# Float ops
+
+
+def _float_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Geometry,
+                groups: int) -> np.ndarray:
+    cols = _windows(x, win, 0.0)
+    n, c, kh, kw, oh, ow = cols.shape
+    c_out = w.shape[0]
+    k = (c // groups) * kh * kw
+    matrix = w.reshape(groups, c_out // groups, k).astype(np.float32, copy=False)
+    y = np.matmul(matrix, cols.reshape(n, groups, k, oh * ow)).reshape(n, c_out, oh, ow)
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1).astype(np.float32)
+    return y
+
+
+def _activate(y: np.ndarray, activation: str) -> np.ndarray:
+    if activation == "relu":
+        return np.maximum(y, np.float32(0))
+    if activation == "relu6":
+        return np.clip(y, np.float32(0), np.float32(6))
+    return y
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return (0.5 + 0.5 * np.tanh(0.5 * x.astype(np.float64))).astype(np.float32)
+
+
+def float_node(graph: Graph, node: Node, ins: list[Any], *,
+               pre_residual: bool = False) -> list[np.ndarray]:
+    """The float32 outputs of one node given its input values (None for omitted inputs).
+    With `pre_residual`, a residual Conv gives conv(x) + bias without the residual and the
+    activation (what calibration measures for the intermediate tensor)."""
+    op, a = node.op, node.attrs
+    x = ins[0]
+    out_shape = graph.tensors[node.outputs[0]].shape
+    y: np.ndarray
+    if op == "Conv":
+        w = ins[1]
+        y = _float_conv(x, w, ins[2] if len(ins) > 2 else None,
+                        geometry(node, w.shape[2:], x.shape[2:]), int(a.get("group", 1)))
+        if pre_residual:
+            return [y]
+        if node.residual:
+            y = y + ins[3]
+        y = _activate(y, node.activation)
+    elif op == "ConvTranspose":
+        w, win = deconv_as_conv(node, ins[1])
+        y = _float_conv(zero_insert(x, _pair(a.get("strides"), 1)), w,
+                        ins[2] if len(ins) > 2 else None, win, 1)
+    elif op == "FC":
+        y = x @ ins[1].T.astype(np.float32)
+        if len(ins) > 2 and ins[2] is not None:
+            y = y + ins[2].astype(np.float32)
+    elif op in ("MaxPool", "AveragePool"):
+        win = geometry(node, a["kernel_shape"], x.shape[2:])
+        if op == "MaxPool":
+            y = _windows(x, win, -np.inf).max(axis=(2, 3))
+        else:
+            total = _windows(x, win, 0.0).sum(axis=(2, 3))
+            if a.get("count_include_pad", 0):
+                count: Any = win.kernel[0] * win.kernel[1]
+            else:
+                count = _windows(np.ones((1, 1, *x.shape[2:]), np.float32), win,
+                                 0.0).sum(axis=(2, 3))
+            y = total / count
+    elif op == "GlobalAveragePool":
+        y = x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
+    elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
+        y = x.reshape(out_shape)
+    elif op == "Transpose":
+        y = x.transpose(a.get("perm"))
+    elif op == "Split":
+        axis, points = split_points(graph, node)
+        return [part.copy() for part in np.split(x, points, axis=axis)]
+    elif op == "Concat":
+        y = np.concatenate(ins, axis=int(a["axis"]))
+    elif op == "Resize":
+        fy, fx = resize_factor(graph, node)
+        y = np.repeat(np.repeat(x, fy, axis=2), fx, axis=3)
+    elif op == "Relu":
+        y = np.maximum(x, np.float32(0))
+    elif op == "Clip":
+        low, high = clip_bounds(graph, node)
+        y = np.clip(x, np.float32(low), np.float32(high))
+    elif op == "Sigmoid":
+        y = _sigmoid(x)
+    elif op == "Silu":
+        y = x * _sigmoid(x)
+    elif op == "HardSigmoid":
+        y = np.clip(float(a.get("alpha", 0.2)) * x + float(a.get("beta", 0.5)), 0.0, 1.0)
+    elif op == "ScaleShift":
+        scale, shift = channel_affine(graph, node)
+        view = (1, -1) + (1,) * (x.ndim - 2)
+        y = x * scale.astype(np.float32).reshape(view) + shift.astype(np.float32).reshape(view)
+    elif op in ("Add", "Sum", "Mul", "Sub", "Div"):
+        fn: Callable[[Any, Any], Any] = {"Add": np.add, "Sum": np.add, "Mul": np.multiply,
+                                         "Sub": np.subtract, "Div": np.divide}[op]
+        y = ins[0]
+        for other in ins[1:]:
+            y = fn(y, other)
+    elif op == "Preprocess":
+        y = image_input(graph, node).to_float(x)
+    elif op == "Softmax":
+        axis = int(a.get("axis", -1))
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        y = e / e.sum(axis=axis, keepdims=True)
+    elif op == "LRN":
+        size = int(a["size"])
+        square = np.square(x)
+        padded = np.pad(square, ((0, 0), ((size - 1) // 2, size // 2), (0, 0), (0, 0)))
+        window = sum(padded[:, k:k + x.shape[1]] for k in range(size))
+        y = x / (float(a.get("bias", 1.0))
+                 + float(a.get("alpha", 1e-4)) / size * window) ** float(a.get("beta", 0.75))
+    elif op == "LayerNormalization":
+        axis = int(a.get("axis", -1)) % x.ndim
+        axes = tuple(range(axis, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        var = np.square(x - mean).mean(axis=axes, keepdims=True)
+        y = (x - mean) / np.sqrt(var + float(a.get("epsilon", 1e-5))) * ins[1]
+        if len(ins) > 2 and ins[2] is not None:
+            y = y + ins[2]
+    elif op == "InstanceNormalization":
+        axes = tuple(range(2, x.ndim))
+        view = (1, -1) + (1,) * (x.ndim - 2)
+        mean = x.mean(axis=axes, keepdims=True)
+        var = np.square(x - mean).mean(axis=axes, keepdims=True)
+        y = ((x - mean) / np.sqrt(var + float(a.get("epsilon", 1e-5))) * ins[1].reshape(view)
+             + ins[2].reshape(view))
+    else:
+        raise InputError(f"node {node.name}: no float implementation of {op}")
+    return [np.asarray(y, np.float32).reshape(out_shape)]
+
+
+def node_inputs(graph: Graph, node: Node, values: dict[str, np.ndarray]) -> list[Any]:
+    """A node's input values: constants from the graph, the rest from `values`."""
+    return [None if not name else
+            graph.tensors[name].value if graph.is_const(name) else values[name]
+            for name in node.inputs]
+
+
+def run_float(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The graph's outputs in float32, every node as ONNX defines it (see the module)."""
+    values = check_feeds(graph, feeds)
+    for node in graph.nodes:
+        values.update(zip(node.outputs, float_node(graph, node, node_inputs(graph, node, values)),
+                          strict=True))
+    return {name: values[name] for name in graph.outputs}
+
+
+# ---------------------------------------------------------------------------------------
+# Integer ops of BPU nodes
+
+Codes = dict[str, np.ndarray]
+Step = Callable[[Codes], None]
+
+
+def _exact_bound(bound: float, scale: float, dtype: np.dtype) -> int:
+    info = np.iinfo(dtype)
+    if not math.isfinite(bound):
+        return int(info.min) if bound < 0 else int(info.max)
+    code = kernels.round_half_away(Fraction(bound) / Fraction(scale))
+    return min(max(code, int(info.min)), int(info.max))
+
+
+def _clamp(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    return np.clip(v, lo, hi).astype(v.dtype)
+
+
+def _reshape(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return v.reshape(shape)
+
+
+def _transpose(v: np.ndarray, perm: Sequence[int] | None) -> np.ndarray:
+    return np.ascontiguousarray(v.transpose(perm))
+
+
+class _Builder:
+    """Turns one BPU node of a QuantModel into a step over the code table."""
+
+    def __init__(self, qmodel: QuantModel) -> None:
+        self.q = qmodel
+        self.graph = qmodel.graph
+
+    def scale(self, name: str) -> float:
+        return self.q.tensors[name].scale
+
+    def dtype(self, name: str) -> np.dtype:
+        return CODE_TYPES[self.q.tensors[name].dtype]
+
+    def conv(self, node: Node, weight: np.ndarray, win: Geometry, groups: int, out: str,
+             activation: str) -> kernels.Conv2d:
+        layer = self.q.layers[node.name]
+        return kernels.Conv2d(
+            weight, layer.bias, in_scale=self.scale(node.inputs[0]), w_scales=layer.w_scales,
+            out_scale=self.scale(out), stride=win.stride, padding=win.pads,
+            dilation=win.dilation, groups=groups,
+            activation=cast(kernels.Activation, activation),  # the kernel checks the name
+            in_dtype=self.dtype(node.inputs[0]), out_dtype=self.dtype(out))
+
+    def add(self, a: str, b: str, out: str,
+            activation: str = "none") -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """`kernels.Add` of tensors a and b into out; an int8 input next to an int16 one is
+        widened (same scale, same codes)."""
+        wide = max(self.dtype(a), self.dtype(b), key=lambda t: t.itemsize)
+        op = kernels.Add(self.scale(a), self.scale(b), self.scale(out),
+                         activation=cast(kernels.Activation, activation), in_dtype=wide,
+                         out_dtype=self.dtype(out))
+        return lambda x, y: op(x.astype(wide, copy=False), y.astype(wide, copy=False))
+
+    def step(self, node: Node) -> Step:
+        """The step that computes `node`'s output codes from its input codes."""
+        graph, op = self.graph, node.op
+        if op == "Conv" and node.residual:
+            return self._residual_conv(node)
+        if op in ("Add", "Sum") and not is_channel_affine(graph, node):
+            return self._sum(node)
+        if op == "Split":
+            return self._split(node)
+        fn = self._function(node)
+        feature_maps = [n for n in node.inputs if n and not graph.is_const(n)]
+        if op in ("Conv", "FC", "ConvTranspose"):
+            feature_maps = feature_maps[:1]
+        out = node.outputs[0]
+
+        def node_step(codes: Codes) -> None:
+            codes[out] = fn(*(codes[n] for n in feature_maps))
+        return node_step
+
+    def _function(self, node: Node) -> Callable[..., np.ndarray]:
+        """The codes -> codes function of a node with one output."""
+        graph, op, a = self.graph, node.op, node.attrs
+        x, out = node.inputs[0], node.outputs[0]
+        x_shape = graph.tensors[x].shape
+        if op == "Conv":
+            weight = self.q.layers[node.name].weight
+            return self.conv(node, weight, geometry(node, weight.shape[2:], x_shape[2:]),
+                             int(a.get("group", 1)), out, node.activation)
+        if op == "ConvTranspose":
+            return self._deconv(node)
+        if op == "FC":
+            layer = self.q.layers[node.name]
+            return kernels.FullyConnected(
+                layer.weight, layer.bias, in_scale=self.scale(x), w_scales=layer.w_scales,
+                out_scale=self.scale(out), in_dtype=self.dtype(x), out_dtype=self.dtype(out))
+        if is_channel_affine(graph, node):
+            return self._affine(node)
+        if op == "Concat":
+            concat = kernels.Concat([self.scale(n) for n in node.inputs], self.scale(out),
+                                    axis=int(a["axis"]), out_dtype=self.dtype(out))
+            return lambda *parts: concat(list(parts))
+        if op in LUT_OPS:
+            if op == "HardSigmoid" and (float(a.get("alpha", 0.2)) != 0.2
+                                        or float(a.get("beta", 0.5)) != 0.5):
+                raise kernels.QuantisationError(
+                    f"node {node.name}: HardSigmoid with non-default alpha/beta")
+            return kernels.Lut.from_function(LUT_OPS[op], self.scale(x), self.scale(out))
+        if op in ("MaxPool", "AveragePool"):
+            win = geometry(node, a["kernel_shape"], x_shape[2:])
+            if op == "MaxPool":
+                return partial(kernels.max_pool2d, kernel=win.kernel, stride=win.stride,
+                               padding=win.pads, dilation=win.dilation)
+            return partial(kernels.avg_pool2d, kernel=win.kernel, stride=win.stride,
+                           padding=win.pads, dilation=win.dilation,
+                           count_include_pad=bool(a.get("count_include_pad", 0)))
+        if op == "GlobalAveragePool":
+            return kernels.global_avg_pool2d
+        if op == "Preprocess":
+            return partial(image_input(graph, node).to_codes, out_scale=self.scale(out),
+                           out_dtype=self.dtype(out))
+        if op == "Resize":
+            return partial(kernels.resize_nearest, factor=resize_factor(graph, node))
+        if op in ("Relu", "Clip"):
+            low, high = (0.0, math.inf) if op == "Relu" else clip_bounds(graph, node)
+            return partial(_clamp, lo=_exact_bound(low, self.scale(x), self.dtype(x)),
+                           hi=_exact_bound(high, self.scale(x), self.dtype(x)))
+        if op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
+            return partial(_reshape, shape=graph.tensors[out].shape)
+        if op == "Transpose":
+            return partial(_transpose, perm=a.get("perm"))
+        raise kernels.QuantisationError(
+            f"node {node.name}: no integer implementation of {op} on the BPU")
+
+    def _residual_conv(self, node: Node) -> Step:
+        x, out, residual = node.inputs[0], node.outputs[0], node.residual
+        assert residual is not None
+        pre = out + "#conv"
+        weight = self.q.layers[node.name].weight
+        conv = self.conv(node, weight, geometry(node, weight.shape[2:],
+                                                self.graph.tensors[x].shape[2:]),
+                         int(node.attrs.get("group", 1)), pre, "none")
+        add = self.add(pre, residual, out, node.activation)
+
+        def residual_step(codes: Codes) -> None:
+            codes[pre] = conv(codes[x])
+            codes[out] = add(codes[pre], codes[residual])
+        return residual_step
+
+    def _deconv(self, node: Node) -> Callable[[np.ndarray], np.ndarray]:
+        weight = self.q.layers[node.name].weight
+        transposed_shape = (weight.shape[1], weight.shape[0], *weight.shape[2:])
+        _, win = deconv_as_conv(node, np.zeros(transposed_shape))
+        conv = self.conv(node, weight, win, 1, node.outputs[0], "none")
+        stride = _pair(node.attrs.get("strides"), 1)
+        return lambda v: conv(zero_insert(v, stride))
+
+    def _affine(self, node: Node) -> Callable[[np.ndarray], np.ndarray]:
+        x = next(n for n in node.inputs if not self.graph.is_const(n))
+        out = node.outputs[0]
+        layer = self.q.layers[node.name]
+        channels = layer.weight.shape[0]
+        conv = kernels.Conv2d(
+            layer.weight, layer.bias, in_scale=self.scale(x), w_scales=layer.w_scales,
+            out_scale=self.scale(out), groups=channels, in_dtype=self.dtype(x),
+            out_dtype=self.dtype(out))
+        shape = self.graph.tensors[out].shape
+        return lambda v: conv(v.reshape(shape[0], channels, -1, 1)).reshape(shape)
+
+    def _split(self, node: Node) -> Step:
+        x, outs = node.inputs[0], node.outputs
+        axis, points = split_points(self.graph, node)
+
+        def split_step(codes: Codes) -> None:
+            parts = np.split(codes[x], points, axis=axis)
+            codes.update((name, np.ascontiguousarray(part))
+                         for name, part in zip(outs, parts, strict=True))
+        return split_step
+
+    def _sum(self, node: Node) -> Step:
+        if len(node.inputs) < 2:
+            raise kernels.QuantisationError(f"node {node.name}: {node.op} of one input")
+        names, out = list(node.inputs), node.outputs[0]
+        adds = [self.add(names[0], names[1], out)]
+        adds += [self.add(out, name, out) for name in names[2:]]
+
+        def sum_step(codes: Codes) -> None:
+            total = adds[0](codes[names[0]], codes[names[1]])
+            for add, name in zip(adds[1:], names[2:], strict=True):
+                total = add(total, codes[name])
+            codes[out] = total
+        return sum_step
+
+
+def prepare(qmodel: QuantModel) -> dict[int, list[Step]]:
+    """The steps of every BPU segment (by segment index), built once per model and kept in
+    it; a node the kernels cannot execute raises QuantisationError here."""
+    if not qmodel.programs:
+        builder = _Builder(qmodel)
+        nodes = {n.name: n for n in qmodel.graph.nodes}
+        qmodel.programs.update(
+            {k: [builder.step(nodes[name]) for name in segment.nodes]
+             for k, segment in enumerate(qmodel.segments) if segment.kind == "bpu"})
+    return qmodel.programs
+
+
+def run(qmodel: QuantModel, feeds: dict[str, np.ndarray], *,
+        integer: bool = False) -> dict[str, np.ndarray]:
+    """The model's outputs in float32 (dequantised), executing BPU segments on codes. With
+    `integer`, the dict also holds the codes of every BPU segment's inputs and outputs,
+    under CODES_PREFIX + tensor name."""
+    graph = qmodel.graph
+    floats = check_feeds(graph, feeds)
+    codes: Codes = {}
+    exposed: dict[str, np.ndarray] = {}
+    program = prepare(qmodel)
+
+    def as_float(name: str) -> np.ndarray:
+        if name not in floats:
+            floats[name] = from_codes(codes[name], qmodel.tensors[name].scale)
+        return floats[name]
+
+    def as_codes(name: str) -> np.ndarray:
+        if name not in codes:
+            qt = qmodel.tensors.get(name)
+            # No codes for a raw input (a Preprocess node's uint8 image): it goes as it is.
+            codes[name] = floats[name] if qt is None else to_codes(floats[name], qt.scale,
+                                                                    qt.dtype)
+        return codes[name]
+
+    nodes = {n.name: n for n in graph.nodes}
+    for k, segment in enumerate(qmodel.segments):
+        if segment.kind in ("quantize", "bpu"):
+            for name in segment.inputs:
+                as_codes(name)
+        if segment.kind == "dequantize":
+            for name in segment.outputs:
+                as_float(name)
+        elif segment.kind == "bpu":
+            for step in program[k]:
+                step(codes)
+            if integer:
+                exposed.update((CODES_PREFIX + n, codes[n])
+                               for n in (*segment.inputs, *segment.outputs))
+        elif segment.kind in ("cpu", "dsp"):
+            for name in segment.nodes:
+                node = nodes[name]
+                for n in node.inputs:
+                    if n and not graph.is_const(n):
+                        as_float(n)
+                ins = node_inputs(graph, node, floats)
+                floats.update(zip(node.outputs, float_node(graph, node, ins), strict=True))
+    outputs = {name: as_float(name) for name in graph.outputs}
+    return {**outputs, **exposed}
+
+
+# ---------------------------------------------------------------------------------------
+# Comparison
+
+
+def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """a . b / (|a| |b|) in float64; 1 when both are zero, 0 when one is."""
+    x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    norm = float(np.linalg.norm(x) * np.linalg.norm(y))
+    if norm == 0.0:
+        return 1.0 if not (x.any() or y.any()) else 0.0
+    return float(x @ y) / norm

@@ -1,0 +1,192 @@
+"""A BPU segment of a compiled `Graph` as the layer groups the BPU cost model times.
+
+`layer_groups(graph, segment, dtypes)` turns each node of one BPU segment (see
+`placement.place`) into a `LayerGroup` (`emu/bpu/timing.py`), in the segment's order:
+
+- Conv (fused activation and residual included), FC, ConvTranspose and MatMul of two
+  feature maps: "dense", or "depthwise" for a grouped conv with one input channel per
+  group. Their weights are the weight tensor (int8, or the dtype `dtypes` gives) and an
+  int32 bias. A ConvTranspose with kernel k and stride s does (k/s)^2 taps per output
+  pixel, so it is timed as a conv with that kernel.
+- A LUT activation (Relu, Clip, Sigmoid, HardSigmoid, Silu) right after a conv, FC or
+  ConvTranspose of the segment, whose output nothing else reads, runs in that layer
+  group's output stage, as the importer already fuses Relu and Clip into a Conv: the
+  group then writes the activation's output, at no extra cost (op "Conv+Silu").
+- Other LUT activations, ScaleShift, BatchNormalization (per-channel affine units) and
+  Add, Mul, Sum: "elementwise", one MAC per output element per feature-map input. Their
+  constants (LUT tables, per-channel scales) are part of the op's configuration, not
+  weights read from DDR.
+- MaxPool, AveragePool, GlobalAveragePool: "pool", one MAC per window tap.
+- Preprocess (an image input's colour conversion and normalisation): "elementwise", one
+  op per output element, reading the uint8 image (its bytes as one row per frame).
+- Resize: "resize". Concat, Transpose, Slice, Gather: "move" (a copy of the output).
+- Flatten, Reshape, Squeeze, Unsqueeze and Split along any axis cost nothing: the BPU's
+  compiler views the same memory with another shape (a split's parts are slices of its
+  input), so readers of their outputs read their input (`TensorRef.name` is then the
+  input's). Concat is not free: its parts come from different producers, and the
+  compiler only writes them in place when each producer's output layout matches the
+  concat's slice, which it does not track here; it is timed as a copy.
+
+Tensors are N x H x W x C: an (N, C, H, W) feature map as is; (N, C), an FC's operand, as
+one row of N pixels (an FC is a 1x1 conv over the batch, which fills the MAC array's
+pixel lanes); (N, C, L) as H = L; a MatMul's (..., M, N) with the leading dimensions as
+the batch.
+The subgraph's outputs are marked `leaves` (their producers write them to DDR).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from emu.bpu.timing import LayerGroup, TensorRef
+from emu.errors import InputError
+from emu.nn.graph import Graph, Node
+from emu.nn.placement import Segment
+
+_ALIASES = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Split"}
+_ELEMENTWISE = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "Silu", "ScaleShift",
+                "BatchNormalization", "Add", "Mul", "Sum"}
+_POOLS = {"MaxPool", "AveragePool", "GlobalAveragePool"}
+_MOVES = {"Concat", "Transpose", "Slice", "Gather"}
+_LUTS = {"Silu", "Sigmoid", "HardSigmoid", "Relu", "Clip"}
+_FUSE_INTO = {"Conv", "FC", "ConvTranspose"}
+_BIAS_BYTES = 4  # the BPU accumulates in int32 and adds an int32 bias
+
+
+def _elem_bytes(dtypes: Mapping[str, str], name: str) -> int:
+    return int(np.dtype(dtypes.get(name, "int8")).itemsize)
+
+
+def _nhwc(name: str, shape: tuple[int, ...], elem_bytes: int) -> TensorRef:
+    if len(shape) <= 1:
+        return TensorRef(name, 1, 1, 1, max(1, math.prod(shape)), elem_bytes)
+    if len(shape) == 2:  # an FC's operand: the batch streams through as a row of pixels
+        return TensorRef(name, 1, 1, shape[0], shape[1], elem_bytes)
+    n, c, *spatial = shape
+    h = spatial[0] if spatial else 1
+    w = math.prod(spatial[1:])
+    return TensorRef(name, max(1, n), max(1, h), max(1, w), max(1, c), elem_bytes)
+
+
+class _Builder:
+    """The layer groups of one segment, and what each tensor name reads as."""
+
+    def __init__(self, graph: Graph, dtypes: Mapping[str, str]) -> None:
+        self.graph = graph
+        self.dtypes = dtypes
+        self.views: dict[str, TensorRef] = {}
+        self.layers: list[LayerGroup] = []
+
+    def ref(self, name: str) -> TensorRef:
+        """The tensor `name` as a reader sees it (an alias names its source)."""
+        if name in self.views:
+            return self.views[name]
+        return _nhwc(name, self.graph.tensors[name].shape, _elem_bytes(self.dtypes, name))
+
+    def feature_maps(self, node: Node) -> tuple[TensorRef, ...]:
+        return tuple(self.ref(n) for n in node.inputs if n and not self.graph.is_const(n))
+
+    def weight_bytes(self, node: Node) -> int:
+        weight, *rest = (n for n in node.inputs[1:3] if n)
+        size = self.graph.tensors[weight].value
+        assert size is not None
+        bias = sum(math.prod(self.graph.tensors[n].shape) for n in rest)
+        return size.size * _elem_bytes(self.dtypes, weight) + bias * _BIAS_BYTES
+
+    def add(self, node: Node) -> None:
+        op = node.op
+        out_name = node.outputs[0]
+        if op in _ALIASES:
+            source = self.ref(node.inputs[0])
+            for name in node.outputs:
+                view = _nhwc(source.name, self.graph.tensors[name].shape, source.elem_bytes)
+                self.views[name] = view
+            return
+        out = self.ref(out_name)
+        if op == "Preprocess":  # uint8 pixels in, one row per frame whatever the layout
+            image = self.graph.tensors[node.inputs[0]].shape
+            pixels = TensorRef(node.inputs[0], image[0], 1, math.prod(image[1:]), 1)
+            self.layers.append(LayerGroup(node.name, op, "elementwise", out, (pixels,)))
+            return
+        ins = self.feature_maps(node)
+        if op in ("Conv", "FC", "ConvTranspose"):
+            self.layers.append(self._conv(node, out, ins))
+        elif op == "MatMul":
+            a, b = (self.graph.tensors[n].shape for n in node.inputs[:2])
+            out = _nhwc(out_name, (math.prod(a[:-2]), b[-1], a[-2]), out.elem_bytes)
+            if self.graph.is_const(node.inputs[1]):
+                self.layers.append(LayerGroup(node.name, op, "dense", out, ins, cin=a[-1],
+                                              weight_bytes=self.weight_bytes(node)))
+            else:
+                self.layers.append(LayerGroup(node.name, op, "dense", out, ins, cin=a[-1]))
+        elif op in _ELEMENTWISE:
+            self.layers.append(LayerGroup(node.name, op, "elementwise", out, ins,
+                                          cin=max(1, len(ins))))
+        elif op in _POOLS:
+            x = ins[0]
+            kh, kw = ((x.h, x.w) if op == "GlobalAveragePool"
+                      else tuple(node.attrs.get("kernel_shape", (1, 1))))
+            self.layers.append(LayerGroup(node.name, op, "pool", out, ins, kernel_h=kh,
+                                          kernel_w=kw))
+        elif op == "Resize":
+            self.layers.append(LayerGroup(node.name, op, "resize", out, ins))
+        elif op in _MOVES:
+            self.layers.append(LayerGroup(node.name, op, "move", out, ins))
+        else:
+            raise InputError(f"node {node.name}: no BPU cost model for op {op}")
+
+    def fuse_output(self, conv: str, lut: Node) -> None:
+        """`lut` runs in the output stage of layer group `conv` (the last one made): the
+        group now writes the LUT's output instead of the conv's."""
+        last = self.layers[-1]
+        assert last.name == conv, (last.name, conv)
+        out = self.ref(lut.outputs[0])
+        self.layers[-1] = replace(last, op=f"{last.op}+{lut.op}", output=out)
+
+    def _conv(self, node: Node, out: TensorRef, ins: tuple[TensorRef, ...]) -> LayerGroup:
+        w = self.graph.tensors[node.inputs[1]].shape
+        groups = int(node.attrs.get("group", 1))
+        strides = tuple(node.attrs.get("strides", (1, 1)))
+        if node.op == "FC":
+            cin, kh, kw = w[1], 1, 1
+        elif node.op == "ConvTranspose":
+            cin = w[0] // groups
+            kh, kw = (math.ceil(k / s) for k, s in zip(w[2:], strides, strict=True))
+        else:
+            cin, kh, kw = w[1], w[2], w[3]
+        op_class = "depthwise" if groups > 1 and cin == 1 else "dense"
+        return LayerGroup(node.name, node.op, op_class, out, ins, cin=cin, kernel_h=kh,
+                          kernel_w=kw, groups=groups, stride=max(strides),
+                          weight_bytes=self.weight_bytes(node),
+                          weight_elem_bytes=_elem_bytes(self.dtypes, node.inputs[1]))
+
+
+def layer_groups(graph: Graph, segment: Segment,
+                 dtypes: Mapping[str, str] | None = None) -> list[LayerGroup]:
+    """The layer groups of a BPU segment (see the module). `dtypes` maps tensor names to
+    "int8" (the default) or "int16"."""
+    if segment.kind != "bpu":
+        raise ValueError(f"layer_groups: a {segment.kind} segment has no BPU layer groups")
+    builder = _Builder(graph, dtypes or {})
+    by_name = {node.name: node for node in graph.nodes}
+    readers, producers = graph.consumers(), graph.producers()
+    fused: dict[str, str] = {}  # a LUT node -> the conv whose output stage runs it
+    for before, name in zip(segment.nodes, segment.nodes[1:], strict=False):
+        node = by_name[name]
+        x = node.inputs[0] if node.inputs else ""
+        if (node.op in _LUTS and producers.get(x) is by_name[before]
+                and by_name[before].op in _FUSE_INTO and len(readers[x]) == 1
+                and x not in segment.outputs):
+            fused[name] = before
+    for name in segment.nodes:
+        if name in fused:
+            builder.fuse_output(fused[name], by_name[name])
+        else:
+            builder.add(by_name[name])
+    leaving = {builder.ref(name).name for name in segment.outputs}
+    return [replace(layer, leaves=True) if layer.output.name in leaving else layer
+            for layer in builder.layers]

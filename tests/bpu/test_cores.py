@@ -1,0 +1,96 @@
+"""The BPU cores run function calls; timelines are exact in picoseconds."""
+
+from collections.abc import Generator
+from typing import Any
+
+import simpy
+
+from emu.bpu.timing import LayerGroup, TensorRef, function_calls, split_function_calls
+from emu.chip import Soc
+from emu.nn import layers, placement
+from emu.soc.config import load_config
+from emu.workloads import bpu_calibration
+
+# 1000 MACs a cycle at 1 GHz; DDR of 2 bytes per ns, no latency; the core's port 1 byte/ns.
+BASE = ["bpu.freq_hz=1GHz", "bpu.macs_per_cycle=1000", "bpu.align_h=1", "bpu.align_w=1",
+        "bpu.align_cin=1", "bpu.align_cout=1", "bpu.efficiency_dense=1",
+        "bpu.sram_bytes=1MiB", "bpu.weight_sram_bytes=0", "bpu.ddr_port_bytes_per_s=1GB/s",
+        "bpu.layer_overhead_cycles=100", "bpu.fc_overhead_cycles=1000",
+        "bpu.task_overhead_ps=5000", "ddr.bw_bytes_per_s=2GB/s", "ddr.latency_ps=0",
+        "bpu.cores=1"]
+
+
+def _soc(*extra: str) -> Soc:
+    return Soc(load_config(overrides=[*BASE, *extra])).build()
+
+
+def _layer(name: str, side: int, c: int, src: str = "in") -> LayerGroup:
+    """A 1x1 conv reading `src` from DDR and writing its output there: compute
+    side^2 * c^2 MACs, DDR 2 * side^2 * c bytes."""
+    x = TensorRef(src, 1, side, side, c)
+    return LayerGroup(name, "Conv", "dense", TensorRef(name, 1, side, side, c), (x,), cin=c,
+                      leaves=True)
+
+
+def test_one_layer_runs_its_fixed_costs_then_compute_and_ddr_side_by_side():
+    soc = _soc()
+    # 10x10x100: 1e6 MACs = 1 us of compute; 20 kB of DDR = 20 us at the port.
+    task = soc.bpu.model_task("m", [_layer("a", 10, 100)])
+    soc.bpu.submit(task)
+    soc.run()
+    assert task.finished_ps == 5000 + 1000 * 1000 + 100 * 1000 + 20_000_000
+    assert soc.ddr.bytes_by_requester == {"soc.bpu.core0": 20_000}
+    compute_bound = _soc("bpu.ddr_port_bytes_per_s=100GB/s", "ddr.bw_bytes_per_s=100GB/s")
+    task = compute_bound.bpu.model_task("m", [_layer("a", 10, 100)])
+    compute_bound.bpu.submit(task)
+    compute_bound.run()
+    assert task.finished_ps == 5000 + 1_000_000 + 100_000 + 1_000_000
+
+
+def test_a_layer_slows_down_when_another_requester_streams_from_ddr():
+    # The DDR (1 B/ns) is all the core's port could use; a DSP stream of 40 kB at once
+    # shares it fairly, so the layer's 20 kB move at 0.5 B/ns.
+    alone, shared = _soc("ddr.bw_bytes_per_s=1GB/s"), _soc("ddr.bw_bytes_per_s=1GB/s")
+    for soc in (alone, shared):
+        soc.bpu.submit(soc.bpu.model_task("m", [_layer("a", 10, 100)]))
+    shared.ddr.transfer(40_000, "soc.vdsp.core0")
+    alone.run()
+    shared.run()
+    assert alone.bpu.busy_ps[0] == 5000 + 1_100_000 + 20_000_000
+    assert shared.bpu.busy_ps[0] == 5000 + 1_100_000 + 40_000_000
+
+
+def test_a_task_is_one_stage_per_function_call_and_preempts_only_between_them():
+    soc = _soc()
+    model = [_layer(f"l{i}", 10, 100, src="in" if i == 0 else f"l{i - 1}") for i in range(4)]
+    spans = split_function_calls(model, soc.config.bpu, max_time_ps=45_000_000)
+    assert spans == [(0, 2), (2, 4)]
+    calls = function_calls(model, soc.config.bpu, spans)
+    low = soc.bpu.model_task("low", model, max_time_per_fc_ps=45_000_000)
+    assert [s.name for s in low.stages] == ["low fc0", "low fc1"]
+    high = soc.bpu.model_task("high", [_layer("h", 10, 100)], priority=255)
+    soc.bpu.submit(low)
+
+    def later() -> Generator[simpy.Event, Any, None]:
+        yield soc.env.timeout(10_000_000)  # in the middle of low's first FC
+        soc.bpu.submit(high)
+
+    soc.env.process(later())
+    soc.run()
+    first_fc = 5000 + calls[0].time_ps
+    assert low.preemptions == 1
+    assert high.started_ps == first_fc  # it waited for the FC in flight, not the task
+    assert high.finished_ps == first_fc + 5000 + 1_000_000 + 100_000 + 20_000_000
+    assert low.finished_ps > high.finished_ps
+
+
+def test_resnet50_runs_timing_only_one_event_set_per_layer_group():
+    # Its wall time is benchmarks/bench_nn.py's figure, not an assertion here.
+    graph = bpu_calibration.compiled("resnet50", 224, 1)
+    (segment,) = [s for s in placement.place(graph) if s.kind == "bpu"]
+    model = layers.layer_groups(graph, segment)
+    soc = Soc(load_config()).build()
+    task = soc.bpu.model_task("resnet50", model)
+    soc.bpu.submit(task)
+    soc.run()
+    assert task.finished and soc.bpu.stats()["layer_groups"] == len(model)

@@ -1,0 +1,51 @@
+"""Small ONNX models written for the tests (the zoo's networks are in emu/nn/zoo.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _conv(nodes, inits, rng, x, cin, cout, name, act=True):
+    w = rng.standard_normal((cout, cin, 3, 3)).astype(np.float32) * np.float32(
+        (2.0 / (9 * cin)) ** 0.5)
+    b = (rng.standard_normal(cout) * 0.1).astype(np.float32)
+    inits += [numpy_helper.from_array(w, f"{name}.w"), numpy_helper.from_array(b, f"{name}.b")]
+    nodes.append(helper.make_node("Conv", [x, f"{name}.w", f"{name}.b"], [f"{name}.y"],
+                                  name=name, pads=[1, 1, 1, 1]))
+    if not act:
+        return f"{name}.y"
+    nodes.append(helper.make_node("Relu", [f"{name}.y"], [f"{name}.r"], name=f"{name}.relu"))
+    return f"{name}.r"
+
+
+def segmented(size: int = 16, channels: int = 8, seed: int = 0,
+              middle: tuple[str, ...] = ("Softmax", "LayerNormalization")) -> onnx.ModelProto:
+    """conv -> [CPU op] -> conv -> [CPU op] -> conv: one BPU subgraph per conv run, with the
+    ops the J5 BPU does not run (Softmax over channels, LayerNormalization over W) between."""
+    rng = np.random.default_rng(seed)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+    x = _conv(nodes, inits, rng, "input", 3, channels, "conv0")
+    for k, op in enumerate(middle):
+        out = f"mid{k}"
+        if op == "Softmax":
+            nodes.append(helper.make_node("Softmax", [x], [out], name=f"softmax{k}", axis=1))
+        elif op == "LayerNormalization":
+            gamma = (1 + 0.1 * rng.standard_normal(size)).astype(np.float32)
+            beta = (0.1 * rng.standard_normal(size)).astype(np.float32)
+            inits += [numpy_helper.from_array(gamma, f"ln{k}.g"),
+                      numpy_helper.from_array(beta, f"ln{k}.b")]
+            nodes.append(helper.make_node("LayerNormalization", [x, f"ln{k}.g", f"ln{k}.b"],
+                                          [out], name=f"layernorm{k}", axis=-1))
+        else:
+            raise ValueError(op)
+        x = _conv(nodes, inits, rng, out, channels, channels, f"conv{k + 1}",
+                  act=k + 1 < len(middle))
+    graph = helper.make_graph(
+        nodes, "segmented",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             producer_name="emu-tests")

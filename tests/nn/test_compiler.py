@@ -1,0 +1,252 @@
+"""`emu compile` / `emu infer` end to end: the pipeline, the model file, the command line."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from emu.cli.main import main
+from emu.errors import InputError
+from emu.nn import compiler, zoo
+from emu.nn.compiler import CompileOptions
+from emu.soc.config import load_config
+from tests.nn.nets import segmented
+
+SOC = load_config("j5", None, []).soc
+
+# The built networks at sizes that keep the suite fast (the agreement with onnxruntime at
+# these sizes is tests/nn/test_onnxruntime_agreement.py's).
+SMALL = {"resnet18": (32, 32), "resnet50": (32, 32), "mobilenetv1": (32, 32),
+         "mobilenetv2": (32, 32), "efficientnet_lite0": (32, 32), "yolov8n": (64, 64),
+         "yolov8s": (64, 64), "unet": (32, 32), "centerpoint_pillars": (32, 32)}
+
+
+def _compile(model, name="m", **options):
+    return compiler.compile_model(model, name, CompileOptions(calib_random=4, **options), SOC)
+
+
+@pytest.fixture(scope="module")
+def mobilenet():
+    return _compile(zoo.build("mobilenetv2", (32, 32)), "mobilenetv2")
+
+
+def _feeds(model, seed=0):
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for t in model.inputs:
+        if t.dtype == "uint8":
+            feeds[t.name] = rng.integers(0, 256, t.shape, dtype=np.uint8)
+        else:
+            feeds[t.name] = rng.standard_normal(t.shape).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_every_built_zoo_model_compiles_saves_loads_and_runs(name, tmp_path):
+    model = _compile(zoo.build(name, SMALL[name]), name)
+    assert not model.flagged, model.accuracy
+    path = tmp_path / f"{name}.hbm"
+    path.write_bytes(compiler.dumps([model]))
+    (loaded,) = compiler.load_file(path)
+    feeds = _feeds(model)
+    want = model.run(feeds)
+    got = loaded.run(feeds)
+    assert want.keys() == got.keys() == {t.name for t in model.outputs}
+    for key in want:
+        assert want[key].shape == model.graph.tensors[key].shape
+        assert np.array_equal(want[key], got[key])
+    est = loaded.estimate(SOC).to_json()
+    assert est["latency_ms"] > 0 and est["fps"] > 0
+    assert est == model.estimate(SOC).to_json()
+
+
+def test_a_file_packs_several_models(tmp_path, mobilenet):
+    other = _compile(segmented(), "segmented")
+    path = tmp_path / "two.hbm"
+    path.write_bytes(compiler.dumps([mobilenet, other]))
+    models = compiler.load_file(path)
+    assert [m.name for m in models] == ["mobilenetv2", "segmented"]
+    assert compiler.pick(models, "segmented", str(path)).name == "segmented"
+    with pytest.raises(InputError, match="packs 2 models"):
+        compiler.pick(models, None, str(path))
+    with pytest.raises(InputError, match="--model-name nope"):
+        compiler.pick(models, "nope", str(path))
+
+
+def test_unsupported_ops_split_the_model_into_bpu_subgraphs():
+    model = _compile(segmented())
+    kinds = [s.kind for s in model.segments]
+    assert kinds == ["quantize", "bpu", "cpu", "bpu", "cpu", "bpu", "dequantize"]
+    assert sorted(model.function_calls) == [1, 3, 5]
+    est = model.estimate(SOC).to_json()
+    where = [(layer["op"], layer["where"]) for layer in est["layers"]]
+    assert ("Softmax", "cpu") in where and ("LayerNormalization", "cpu") in where
+    assert [w for _, w in where].count("bpu") == 3
+    assert where[0] == ("quantize", "cpu") and where[-1] == ("dequantize", "cpu")
+    cpu_us = [layer["compute_us"] for layer in est["layers"] if layer["where"] == "cpu"]
+    assert all(us > 0 for us in cpu_us)
+
+
+def test_max_time_per_fc_cuts_function_calls(mobilenet):
+    whole = mobilenet.estimate(SOC)
+    (_, calls), = mobilenet.calls(SOC)
+    assert len(calls) == 1
+    limit_us = whole.latency_ms * 1e3 / 8
+    cut = _compile(zoo.build("mobilenetv2", (32, 32)), max_time_per_fc_us=limit_us)
+    (_, cut_calls), = cut.calls(SOC)
+    assert len(cut_calls) >= 8
+    longest = max(c.time_ps for c in cut_calls if len(c.layers) > 1)
+    assert longest <= limit_us * 1e6
+    # Every FC boundary costs: more FCs, a longer estimate.
+    assert cut.estimate(SOC).latency_ms > whole.latency_ms
+
+
+def test_batch_is_compiled_in(mobilenet):
+    batched = _compile(zoo.build("mobilenetv2", (32, 32)), batch=4)
+    assert batched.inputs[0].shape == (4, 3, 32, 32)
+    assert batched.outputs[0].shape[0] == 4
+    out = batched.run(_feeds(batched))
+    assert next(iter(out.values())).shape[0] == 4
+
+
+@pytest.mark.parametrize("input_type", ["nv12", "rgb", "bgr", "yuv444", "gray"])
+def test_image_input_types(input_type):
+    channels = 1 if input_type == "gray" else 3
+    model = zoo.build("resnet18", (32, 32)) if channels == 3 else _gray_net()
+    compiled = _compile(model, input_type=input_type, mean=(128.0,), scale=(1 / 64,))
+    (image,) = compiled.inputs
+    assert image.dtype == "uint8"
+    want = {"nv12": (1, 48, 32), "gray": (1, 32, 32, 1)}.get(input_type, (1, 32, 32, 3))
+    assert image.shape == want
+    assert compiled.segments[0].kind == "bpu"  # no CPU quantize: the BPU converts
+    assert compiled.graph.nodes[0].op == "Preprocess"
+    assert not compiled.flagged
+    out = compiled.run(_feeds(compiled))
+    assert all(np.isfinite(v).all() for v in out.values())
+
+
+def _gray_net():
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((4, 1, 3, 3)) * 0.5).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "gray",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 32, 32])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_bad_compile_options():
+    with pytest.raises(InputError, match="--input-type"):
+        CompileOptions(input_type="jpeg")
+    with pytest.raises(InputError, match="--batch"):
+        CompileOptions(batch=0)
+    with pytest.raises(InputError, match="has 3 channels"):
+        _compile(zoo.build("resnet18", (32, 32)), input_type="gray")
+    with pytest.raises(InputError, match="even sides"):
+        _compile(zoo.build("resnet18", (33, 33)), input_type="nv12")
+
+
+def test_calibration_directory(tmp_path):
+    model = zoo.build("mobilenetv2", (32, 32))
+    rng = np.random.default_rng(3)
+    for k in range(3):
+        np.save(tmp_path / f"s{k}.npy", rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+    compiled = compiler.compile_model(model, "m", CompileOptions(calib_dir=tmp_path), SOC)
+    assert "dir" in compiled.options["calibration"]
+    np.save(tmp_path / "s9.npy", np.zeros((1, 3, 8, 8), np.float32))
+    with pytest.raises(InputError, match=r"s9\.npy: input"):
+        compiler.compile_model(model, "m", CompileOptions(calib_dir=tmp_path), SOC)
+
+
+# --- the command line --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    (folder / "mnv2.onnx").write_bytes(zoo.build("mobilenetv2", (32, 32)).SerializeToString())
+    (folder / "seg.onnx").write_bytes(segmented().SerializeToString())
+    return folder
+
+
+def test_compile_perf_json_follows_the_contract(files, capsys):
+    out = files / "both.hbm"
+    code = main(["compile", str(files / "mnv2.onnx"), str(files / "seg.onnx"), "-o", str(out),
+                 "--calib-random", "2", "--perf", "--json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in doc["models"]] == ["mnv2", "seg"]
+    for model in doc["models"]:
+        for key, kind in (("name", str), ("latency_ms", float), ("fps", float),
+                          ("ddr_bytes_per_frame", (int, float)), ("layers", list)):
+            assert isinstance(model[key], kind), key
+        assert math.isclose(model["fps"], 1e3 / model["latency_ms"] * 1, rel_tol=1e-9)
+        for layer in model["layers"]:
+            assert set(layer) >= {"name", "op", "where", "ops", "compute_us",
+                                  "load_store_us"}
+            assert layer["where"] in ("bpu", "cpu", "dsp")
+    assert out.stat().st_size == doc["bytes"]
+
+
+def test_compile_text_html_and_infer(files, tmp_path, capsys):
+    model = tmp_path / "m.hbm"
+    page = tmp_path / "m.html"
+    assert main(["compile", str(files / "mnv2.onnx"), "-o", str(model), "--calib-random", "2",
+                 "--perf", "--html", str(page)]) == 0
+    text = capsys.readouterr().out
+    assert "static estimate of mnv2" in text and "FPS" in text and "wrote" in text
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html
+    image = tmp_path / "x.npy"
+    np.save(image, np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32))
+    outdir = tmp_path / "out"
+    assert main(["infer", str(model), "--input", str(image), "--top-k", "3", "--out",
+                 str(outdir), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (name,) = doc["top_k"]
+    assert len(doc["top_k"][name][0]) == 3
+    saved = np.load(outdir / f"{name}.npy")
+    (loaded,) = compiler.load_file(model)
+    assert np.array_equal(saved, loaded.run({"input": np.load(image)})[name])
+    scores = [r["score"] for r in doc["top_k"][name][0]]
+    assert scores == sorted(scores, reverse=True) and scores[0] == saved.max()
+    assert doc["simulated"]["latency_ms"] > 0
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["compile", "{f}/missing.onnx", "-o", "{t}/o.hbm"], "missing.onnx: no such file"),
+    (["compile", "{t}/junk.onnx", "-o", "{t}/o.hbm"], "not an ONNX model"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}"], "-o"),
+    (["compile", "{f}/mnv2.onnx", "{f}/mnv2.onnx", "-o", "{t}/o.hbm"], "one name"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--batch", "0"], "--batch"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--max-time-per-fc", "-1"],
+     "--max-time-per-fc"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--calib-dir", "{t}/nowhere"],
+     "--calib-dir"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--set", "bpu.cores=0"], "bpu.cores"),
+    (["infer", "{t}/junk.onnx", "--input", "{t}/x.npy"], "not an emu model file"),
+    (["infer", "{t}/trunc.hbm", "--input", "{t}/x.npy"], "trunc.hbm"),
+    (["infer", "{t}/good.hbm", "--input", "{t}/junk.onnx"], "--input"),
+    (["infer", "{t}/good.hbm", "--input", "{t}/wrong.npy"], "takes float32 (1, 3, 32, 32)"),
+    (["infer", "{t}/good.hbm", "--input", "{t}/x.npy", "--model-name", "zz"],
+     "--model-name zz"),
+    (["infer", "{t}/good.hbm", "--input", "{t}/x.npy", "--top-k", "0"], "--top-k"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, needle, files, tmp_path, capsys):
+    (tmp_path / "junk.onnx").write_bytes(b"\x00garbage")
+    good = compiler.dumps([_compile(zoo.build("mobilenetv2", (32, 32)), "mnv2")])
+    (tmp_path / "good.hbm").write_bytes(good)
+    (tmp_path / "trunc.hbm").write_bytes(good[: len(good) // 2])
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 32, 32), np.float32))
+    np.save(tmp_path / "wrong.npy", np.zeros((1, 3, 16, 16), np.float32))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    args = [a.format(f=files, t=tmp_path) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and needle.format(f=files, t=tmp_path) in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -1,0 +1,167 @@
+import dataclasses
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from emu.bpu import timing
+from emu.nn import importer, layers, placement
+from emu.nn.estimate import estimate
+from emu.soc.clock import PS_PER_S, Clock
+from emu.soc.config import load_config
+from emu.workloads import bpu_calibration
+
+CFG = load_config().soc
+BPU_CLOCK = Clock("bpu", CFG.bpu.freq_hz)
+FC_PS = BPU_CLOCK.cycles_to_ps(CFG.bpu.fc_overhead_cycles)
+
+
+def _split_model() -> onnx.ModelProto:
+    """conv 3x3 (8 -> 16) + ReLU, Softmax over channels (a CPU op), conv 1x1 (16 -> 4)."""
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((16, 8, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((4, 16, 1, 1)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1] * 4),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Softmax", ["r1"], ["s"], name="softmax", axis=1),
+             helper.make_node("Conv", ["s", "w2"], ["y"], name="conv2")]
+    graph = helper.make_graph(
+        nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 16, 16])],
+        initializer=[w1, w2])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.fixture(scope="module")
+def split():
+    graph = importer.compile_graph(importer.load(_split_model()))
+    return graph, placement.place(graph)
+
+
+def test_the_json_has_the_hb_perf_contract(split):
+    graph, segments = split
+    doc = estimate(graph, segments, CFG, 2, name="split").to_json()
+    assert {"name", "latency_ms", "fps", "ddr_bytes_per_frame", "layers"} <= set(doc)
+    assert doc["name"] == "split"
+    assert [set(line) for line in doc["layers"]] == [
+        {"name", "op", "where", "ops", "compute_us", "load_store_us"}] * len(doc["layers"])
+    assert [(line["name"], line["where"]) for line in doc["layers"]] == [
+        ("quantize x", "cpu"), ("conv1", "bpu"), ("softmax", "cpu"), ("conv2", "bpu"),
+        ("dequantize y", "cpu")]
+    assert doc["layers"][1]["ops"] == 2 * 2 * 16 * 16 * 16 * 8 * 9
+
+
+def test_a_cpu_op_splits_the_model_and_each_subgraph_pays_its_function_call(split):
+    graph, segments = split
+    est = estimate(graph, segments, CFG, 2)
+    assert est.latency_ps == sum(line.time_ps for line in est.layers)
+    bpu = [line for line in est.layers if line.where == "bpu"]
+    layer_ps = sum(max(line.compute_ps, line.load_store_ps) for line in bpu)
+    fixed_ps = len(bpu) * BPU_CLOCK.cycles_to_ps(CFG.bpu.layer_overhead_cycles)
+    assert est.bpu_ps == layer_ps + fixed_ps + 2 * FC_PS
+    # Both subgraphs hand their tensors over through DDR.
+    assert all(line.loaded_bytes and line.stored_bytes for line in bpu)
+    assert est.fps == pytest.approx(2 / (est.latency_ps / PS_PER_S))
+
+
+def test_cpu_layers_follow_the_a55_issue_model_and_its_ddr_port(split):
+    graph, segments = split
+    quantize = estimate(graph, segments, CFG, 2).layers[0]
+    elements = 2 * 8 * 16 * 16
+    vectors = elements // (CFG.cpu.vector_bytes // 4)
+    # per vector: 1 load, 0.25 store, 3 FP, 1 ALU, 1 branch, dual issue: 6.25 / 2 cycles
+    cycles = math.ceil(max(6.25 * vectors / CFG.cpu.issue_width, 3 * vectors / CFG.cpu.fp_pipes,
+                           vectors / CFG.cpu.load_pipes))
+    assert quantize.compute_ps == math.ceil(cycles * PS_PER_S / CFG.cpu.freq_hz)
+    assert quantize.load_store_ps == math.ceil(elements * 5 * PS_PER_S
+                                               / CFG.cpu.ddr_port_bytes_per_s)
+    slow = dataclasses.replace(CFG, cpu=dataclasses.replace(CFG.cpu, freq_hz=CFG.cpu.freq_hz / 4))
+    assert estimate(graph, segments, slow, 2).layers[0].compute_ps > quantize.compute_ps
+    with pytest.raises(ValueError, match="batch"):
+        estimate(graph, segments, CFG, 0)
+
+
+def test_weights_that_fit_on_chip_stay_there_across_runs():
+    graph = bpu_calibration.compiled("mobilenetv2", 32, 1, 10)
+    segments = placement.place(graph)
+    streamed = estimate(graph, segments, CFG, 1)
+    big = dataclasses.replace(CFG, bpu=dataclasses.replace(CFG.bpu, weight_sram_bytes=8 << 20))
+    resident = estimate(graph, segments, big, 1)
+    weights = sum(lg.weight_bytes for part in
+                  [layers.layer_groups(graph, s) for s in segments if s.kind == "bpu"]
+                  for lg in part)
+    assert streamed.ddr_bytes_per_frame - resident.ddr_bytes_per_frame == weights
+    assert resident.latency_ps < streamed.latency_ps
+
+
+def test_max_time_per_fc_splits_a_subgraph_into_more_calls():
+    graph = bpu_calibration.compiled("mobilenetv2", 32, 1, 10)
+    segments = placement.place(graph)
+    whole = estimate(graph, segments, CFG, 1)
+    cut = estimate(graph, segments, CFG, 1, max_time_per_fc_ps=20_000_000)
+    (part,) = [layers.layer_groups(graph, s) for s in segments if s.kind == "bpu"]
+    spans = timing.split_function_calls(part, CFG.bpu, 20_000_000)
+    assert len(spans) > 1
+    assert cut.bpu_ps >= whole.bpu_ps + (len(spans) - 1) * FC_PS
+
+
+def _bpu_layers(graph):
+    (segment,) = [s for s in placement.place(graph) if s.kind == "bpu"]
+    return layers.layer_groups(graph, segment)
+
+
+def test_layer_groups_of_mobilenetv2_classify_its_convs_and_alias_the_flatten():
+    graph = bpu_calibration.compiled("mobilenetv2", 32, 1, 10)
+    groups = {lg.name: lg for lg in _bpu_layers(graph)}
+    assert "fc.flatten" not in groups  # a view of the pool's output
+    assert groups["logits"].inputs[0].name == "fc.pool"
+    assert groups["block1.dw.conv"].op_class == "depthwise"
+    assert groups["block1.dw.conv"].cin == 1 and groups["block1.dw.conv"].groups == 96
+    assert groups["block1.expand.conv"].op_class == "dense"
+    assert groups["block2.project.conv"].inputs[1].name == "block1.project.bn"  # residual
+    assert groups["fc.pool"].op_class == "pool" and groups["fc.pool"].kernel_h == 1
+    assert [lg.name for lg in groups.values() if lg.leaves] == ["logits"]
+    stem = groups["stem.conv"]
+    assert stem.weight_bytes == 32 * 3 * 9 + 32 * 4  # int8 weights, int32 bias
+    # hb_perf counts 12,249,856 ops per frame for this network
+    assert sum(lg.ops for lg in groups.values() if lg.op in ("Conv", "FC")) == 12_249_856
+
+
+def test_layer_groups_of_yolov8_fuse_silu_alias_split_and_copy_concat():
+    graph = bpu_calibration.compiled("yolov8n", 64, 1)
+    groups = _bpu_layers(graph)
+    ops = {lg.op for lg in groups}
+    assert {"Conv+Silu", "Concat", "MaxPool", "Resize", "Add"} <= ops
+    assert "Silu" not in ops and "Split" not in ops
+    classes = {lg.op: lg.op_class for lg in groups}
+    assert (classes["Concat"], classes["MaxPool"], classes["Resize"], classes["Add"]) == (
+        "move", "pool", "resize", "elementwise")
+    produced = {lg.output.name for lg in groups}
+    # Readers of a split's parts read slices of the split's input.
+    assert all(ref.name in produced or ref.name in graph.inputs
+               for lg in groups for ref in lg.inputs)
+    assert sum(lg.leaves for lg in groups) == len(graph.outputs)
+
+
+def test_int16_tensors_double_their_bytes():
+    graph = bpu_calibration.compiled("mobilenetv2", 32, 1, 10)
+    (segment,) = [s for s in placement.place(graph) if s.kind == "bpu"]
+    wide = layers.layer_groups(graph, segment, {"stem.act": "int16"})
+    stem = next(lg for lg in wide if lg.name == "stem.conv")
+    assert stem.output.elem_bytes == 2
+    with pytest.raises(ValueError, match="quantize"):
+        layers.layer_groups(graph, placement.place(graph)[0])
+
+
+def test_a_compiled_cut_can_be_given_instead_of_a_time_limit():
+    graph = bpu_calibration.compiled("mobilenetv2", 32, 1, 10)
+    segments = placement.place(graph)
+    index = next(k for k, s in enumerate(segments) if s.kind == "bpu")
+    count = len(layers.layer_groups(graph, segments[index]))
+    whole = estimate(graph, segments, CFG, 1)
+    cut = estimate(graph, segments, CFG, 1, spans={index: [(0, 10), (10, count)]})
+    assert cut.bpu_ps > whole.bpu_ps + FC_PS  # one more FC, and its boundary spills
+    with pytest.raises(ValueError, match="consecutive"):
+        estimate(graph, segments, CFG, 1, spans={index: [(0, 10)]})

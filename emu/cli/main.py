@@ -41,6 +41,7 @@ DSP_PRIORITY = (0, 255)
 DSP_MAX_AXES = 4
 ZOO_SIDE = (1, 4096)  # pixels per side of a zoo model's input (emu.nn.zoo.MAX_SIDE)
 ZOO_BATCH = (1, 256)  # emu.nn.zoo.MAX_BATCH
+ZOO_CLASSES = (1, 100_000)  # emu.nn.zoo.MAX_CLASSES
 # Scenario options, with their ranges, come from the registry (emu/workloads/scenarios.py).
 
 
@@ -257,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"batch ({_span(ZOO_BATCH)}, default 1)")
     export.add_argument("--seed", type=_whole(*SEEDS), default=0, metavar="S",
                         help=f"seed of the weights ({_span(SEEDS)}, default 0)")
+    export.add_argument("--classes", type=_whole(*ZOO_CLASSES), default=None, metavar="N",
+                        help="outputs of a classifier (resnet, mobilenet, efficientnet; "
+                             f"{_span(ZOO_CLASSES)}, default 1000)")
     export.add_argument("-o", "--output", required=True, metavar="FILE.onnx",
                         help="the file to write; an existing regular file is replaced, a "
                              "folder, device, pipe or symbolic link is refused")
@@ -650,11 +654,11 @@ def _zoo(args: argparse.Namespace) -> int:
         from emu.report.document import write_atomic
         from emu.report.outputs import check_file
 
-        zoo.check(args.name, args.input_size, args.batch)  # name, sizes and -o before work
+        zoo.check(args.name, args.input_size, args.batch, args.classes)  # before any work
         target = check_file("-o", args.output)
-        write_atomic(target, zoo.build(args.name, args.input_size, args.batch,
-                                       args.seed).SerializeToString())
-        info = zoo.summary(args.name, args.input_size, args.batch)
+        write_atomic(target, zoo.build(args.name, args.input_size, args.batch, args.seed,
+                                       args.classes).SerializeToString())
+        info = zoo.summary(args.name, args.input_size, args.batch, args.classes)
         print(f"wrote {target}: {info['name']}, input "
               f"{'x'.join(map(str, info['inputs'][0]['shape']))}, {len(info['outputs'])} "
               f"output(s), {info['params']:,} weights, {info['macs'] / 1e9:.3f} GMACs, "

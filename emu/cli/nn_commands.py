@@ -57,6 +57,9 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
     comp.add_argument("--max-time-per-fc", type=real(*MAX_TIME_PER_FC_US), default=0.0,
                       metavar="US", help="longest function call in microseconds of "
                                          "estimated time (default 0: no limit)")
+    comp.add_argument("--int16", choices=["auto", "never", "always"], default="auto",
+                      help="int16 activations: auto (default) where int8 codes would be too "
+                           "coarse for a tensor, never (int8 everywhere), or always")
     comp.add_argument("--dsp-softmax", action="store_true",
                       help="run Softmax on a vDSP instead of the CPU")
     comp.add_argument("--perf", action="store_true",
@@ -113,7 +116,7 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
         calib_dir=None if args.calib_dir is None else Path(args.calib_dir),
         calib_random=args.calib_random or compiler.DEFAULT_CALIBRATION_SAMPLES,
         seed=args.seed, max_time_per_fc_us=args.max_time_per_fc,
-        dsp_softmax=args.dsp_softmax)
+        dsp_softmax=args.dsp_softmax, int16=args.int16)
     compiled = []
     steps = len(names) * compiler.STEPS
     with progress("compile") as bar:

@@ -48,6 +48,7 @@ ACCURACY_FLOOR = 0.99
 DEFAULT_CALIBRATION_SAMPLES = 16
 MAX_BATCH = 256
 MAX_TIME_PER_FC_US = 10**7
+INT16_RULES = ("auto", "never", "always")
 Progress = Callable[[str], None]
 STEPS = 4  # progress reports per model: import, calibrate, quantise, check accuracy
 
@@ -65,8 +66,11 @@ class CompileOptions:
     seed: int = 0
     max_time_per_fc_us: float = 0.0  # 0: no limit
     dsp_softmax: bool = False
+    int16: str = "auto"  # "auto": where int8 is too coarse; "never"; "always"
 
     def __post_init__(self) -> None:
+        if self.int16 not in INT16_RULES:
+            raise InputError(f"--int16 {self.int16}: expected one of {', '.join(INT16_RULES)}")
         if self.input_type not in INPUT_TYPES:
             raise InputError(f"--input-type {self.input_type}: expected one of "
                              f"{', '.join(INPUT_TYPES)}")
@@ -85,7 +89,7 @@ class CompileOptions:
                 "calibration": (f"dir {self.calib_dir}" if self.calib_dir is not None
                                 else f"random {self.calib_random} seed {self.seed}"),
                 "max_time_per_fc_us": self.max_time_per_fc_us,
-                "dsp_softmax": self.dsp_softmax}
+                "dsp_softmax": self.dsp_softmax, "int16": self.int16}
 
 
 @dataclass
@@ -147,8 +151,22 @@ class CompiledModel:
         """The model's outputs for `feeds` (every input by name), computed exactly."""
         return execute.run(self.quant, feeds)
 
+    def elided_weights(self) -> set[str]:
+        """The float weights and biases only BPU layers read: the file stores those layers'
+        int8 weights and int32 biases instead (as the board's model file does)."""
+        quantised = set(self.quant.layers)
+        readers = self.graph.consumers()
+        found = set()
+        for node in self.graph.nodes:
+            if node.name in quantised and node.op in ("Conv", "FC", "ConvTranspose"):
+                for name in node.inputs[1:3]:
+                    if (name and self.graph.is_const(name)
+                            and all(r.name in quantised for r in readers.get(name, []))):
+                        found.add(name)
+        return found
+
     def to_packed(self) -> modelfile.PackedModel:
-        graph_meta, arrays = to_packed(self.graph)
+        graph_meta, arrays = to_packed(self.graph, elide=self.elided_weights())
         quant_meta, quant_arrays = self.quant.to_arrays()
         clash = set(arrays) & set(quant_arrays)
         if clash:  # the two namespaces are disjoint by construction
@@ -324,7 +342,7 @@ def compile_model(source: onnx.ModelProto | str | Path, name: str, options: Comp
     samples = calibration_samples(graph, options)
     calibration = quantize.calibrate(graph, segments, samples)
     say(f"{name}: quantise")
-    quant = quantize.quantize(graph, segments, calibration)
+    quant = quantize.quantize(graph, segments, calibration, int16=options.int16)
     say(f"{name}: check accuracy")
     accuracy = {k: float(v) for k, v in quantize.accuracy(quant, samples[:4]).items()}
     compiled = CompiledModel(name, graph, segments, quant, {}, options.as_meta(), accuracy)

@@ -18,7 +18,11 @@ one core of an otherwise idle chip and adds them up (the segments run one after 
   a CPU layer takes the larger of the two. Per vector: quantize loads one float32 vector,
   multiplies by 1/scale, converts with rounding and narrows (3 FP ops) and stores a
   quarter vector of int8; dequantize the reverse (a quarter-vector load, widen twice and
-  convert and scale: 4 FP ops, one store); any other CPU op is timed as Softmax is
+  convert and scale: 4 FP ops, one store); a Conv, FC, ConvTranspose or MatMul the BPU
+  cannot run (`_DENSE`) is a NEON GEMM over its multiply-accumulates: per vector of MACs
+  one fused multiply-add and one weight load (the inputs stay in registers across a
+  blocked tile), and its DDR bytes are its float32 weights, inputs and outputs once; any
+  other CPU op is timed as Softmax is
   computed, in three passes (max; exp, sum; scale), about 3 loads, 1 store and 12 FP ops;
   every loop iteration also costs an ALU op and a branch. DSP segments are not estimated
   here (0 us): the vDSP operators are simulated where they run (`emu dsp`).
@@ -34,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from emu.bpu import timing
-from emu.nn.graph import Graph
+from emu.nn.graph import Graph, Node
 from emu.nn.layers import layer_groups
 from emu.nn.placement import Segment
 from emu.soc.clock import PS_PER_MS, PS_PER_S, PS_PER_US, bytes_to_ps
@@ -56,6 +60,8 @@ class _Loop:
 
 _QUANTIZE = _Loop(loads=1, stores=0.25, fp=3, read_bytes=_FLOAT_BYTES, written_bytes=1)
 _DEQUANTIZE = _Loop(loads=0.25, stores=1, fp=4, read_bytes=1, written_bytes=_FLOAT_BYTES)
+_DENSE = _Loop(loads=1, stores=0, fp=1, read_bytes=0, written_bytes=0)
+_DENSE_OPS = ("Conv", "FC", "ConvTranspose", "MatMul", "Gemm")
 _CPU_OP = _Loop(loads=3, stores=1, fp=12, read_bytes=_FLOAT_BYTES, written_bytes=_FLOAT_BYTES)
 
 
@@ -119,7 +125,8 @@ class ModelEstimate:
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "batch": self.batch, "latency_ms": self.latency_ms,
-            "fps": self.fps, "ddr_bytes_per_frame": self.ddr_bytes_per_frame,
+            "bpu_latency_ms": self.bpu_ps / PS_PER_MS, "fps": self.fps,
+            "ddr_bytes_per_frame": self.ddr_bytes_per_frame,
             "ddr_loaded_bytes_per_frame": self.loaded_bytes_per_frame,
             "ddr_stored_bytes_per_frame": self.stored_bytes_per_frame,
             "compute_utilisation": self.utilisation,
@@ -147,6 +154,29 @@ def _cpu_layer(name: str, op: str, elements: int, loop: _Loop, cpu: CpuConfig
                ) -> LayerEstimate:
     compute, ddr = cpu_loop_ps(elements, loop, cpu)
     return LayerEstimate(name, op, "cpu", 0, compute, ddr, max(compute, ddr))
+
+
+def dense_macs(graph: Graph, node: Node) -> int:
+    """Multiply-accumulates of a Conv / FC / ConvTranspose / MatMul / Gemm node."""
+    out = graph.tensors[node.outputs[0]].shape
+    if node.op in ("MatMul", "Gemm", "FC"):
+        a = graph.tensors[node.inputs[0]].shape
+        return math.prod(out) * a[-1]
+    w = graph.tensors[node.inputs[1]].shape
+    if node.op == "ConvTranspose":  # every input pixel times the whole kernel
+        x = graph.tensors[node.inputs[0]].shape
+        return math.prod(x) * math.prod(w[1:])
+    return math.prod(out) * math.prod(w[1:])
+
+
+def _cpu_dense(graph: Graph, node: Node, cpu: CpuConfig) -> LayerEstimate:
+    macs = dense_macs(graph, node)
+    compute, _ = cpu_loop_ps(macs, _DENSE, cpu)
+    moved = _FLOAT_BYTES * sum(math.prod(graph.tensors[n].shape)
+                               for n in (*node.inputs, *node.outputs) if n)
+    ddr = bytes_to_ps(moved, cpu.ddr_port_bytes_per_s)
+    return LayerEstimate(node.name, node.op, "cpu", 2 * macs, compute, ddr, max(compute, ddr),
+                         moved, 0)
 
 
 def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: int,
@@ -192,7 +222,9 @@ def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: i
             for node_name in segment.nodes:
                 node = by_name[node_name]
                 elements = sum(math.prod(graph.tensors[o].shape) for o in node.outputs)
-                if segment.kind == "cpu":
+                if segment.kind == "cpu" and node.op in _DENSE_OPS:
+                    lines.append(_cpu_dense(graph, node, cfg.cpu))
+                elif segment.kind == "cpu":
                     lines.append(_cpu_layer(node.name, node.op, elements, _CPU_OP, cfg.cpu))
                 else:
                     lines.append(LayerEstimate(node.name, node.op, segment.kind, 0, 0, 0, 0))

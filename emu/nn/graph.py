@@ -180,13 +180,20 @@ def _decode_attr(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     return value
 
 
-def to_packed(graph: Graph, prefix: str = "graph") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The graph as a JSON-able description and named arrays (constants, array attrs)."""
+def to_packed(graph: Graph, prefix: str = "graph", elide: Iterable[str] = ()
+              ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The graph as a JSON-able description and named arrays (constants, array attrs).
+    Constants named in `elide` are described but their values not stored: `from_packed`
+    gives them a read-only zero value of their shape (for float weights that a quantised
+    copy replaces)."""
     arrays: dict[str, np.ndarray] = {}
     tensors = {}
+    elided = set(elide)
     for name, t in graph.tensors.items():
         entry: dict[str, Any] = {"shape": list(t.shape), "dtype": t.dtype}
-        if t.value is not None:
+        if t.value is not None and name in elided:
+            entry["elided"] = True
+        elif t.value is not None:
             key = f"{prefix}.const.{len(arrays)}"
             arrays[key] = t.value
             entry["value"] = key
@@ -207,6 +214,8 @@ def from_packed(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
         for name, t in meta["tensors"].items():
             value = arrays[t["value"]] if "value" in t else None
             shape = tuple(int(s) for s in t["shape"])
+            if t.get("elided"):
+                value = np.broadcast_to(np.zeros((), np.dtype(t["dtype"])), shape)
             if value is not None and value.shape != shape:
                 raise InputError(f"graph: constant {name!r} has shape {value.shape}, "
                                  f"expected {shape}")

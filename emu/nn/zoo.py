@@ -149,9 +149,9 @@ def check(name: str, input_size: Sequence[int] | None = None,
     item = entry(name)
     if classes is not None:
         if item.classes is None:
-            raise InputError(f"classes {classes}: {name} has no classifier output setting")
+            raise InputError(f"--classes {classes}: {name} has no classifier output setting")
         if not isinstance(classes, int) or not 1 <= classes <= MAX_CLASSES:
-            raise InputError(f"classes {classes}: expected a whole number from 1 to "
+            raise InputError(f"--classes {classes}: expected a whole number from 1 to "
                              f"{MAX_CLASSES}")
     size = item.input_size if input_size is None else tuple(input_size)
     text = ",".join(str(s) for s in size)

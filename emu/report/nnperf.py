@@ -33,14 +33,16 @@ def layer_rows(model: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 def summary_line(model: dict[str, Any]) -> str:
-    ddr = model["ddr_bytes_per_frame"]
-    total = ddr["total"] if isinstance(ddr, dict) else ddr
-    line = (f"{model['name']}: latency {model['latency_ms']:.4f} ms, {model['fps']:.1f} FPS, "
-            f"DDR {total:,} B per frame")
-    if isinstance(ddr, dict):
-        line += f" (loaded {ddr['loaded']:,}, stored {ddr['stored']:,})"
-    if "utilisation" in model:
-        line += f", compute utilisation {model['utilisation']:.1%}"
+    total = model["ddr_bytes_per_frame"]
+    bpu = (f" (BPU {model['bpu_latency_ms']:.4f} ms)" if "bpu_latency_ms" in model else "")
+    line = (f"{model['name']}: latency {model['latency_ms']:.4f} ms{bpu}, "
+            f"{model['fps']:.1f} FPS, "
+            f"BPU DDR {total:,.0f} B per frame")
+    if "ddr_loaded_bytes_per_frame" in model:
+        line += (f" (loaded {model['ddr_loaded_bytes_per_frame']:,.0f}, stored "
+                 f"{model['ddr_stored_bytes_per_frame']:,.0f})")
+    if "compute_utilisation" in model:
+        line += f", BPU compute utilisation {model['compute_utilisation']:.1%}"
     return line
 
 

@@ -49,3 +49,18 @@ def segmented(size: int = 16, channels: int = 8, seed: int = 0,
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                              producer_name="emu-tests")
+
+
+def wide_fc(inputs: int = 9000, outputs: int = 16, seed: int = 0) -> onnx.ModelProto:
+    """Gemm over more input channels than the J5 BPU takes (8192): an FC on the CPU,
+    between two BPU ops (a Relu before it, one after)."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((outputs, inputs)) / inputs ** 0.5).astype(np.float32)
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu_in"),
+             helper.make_node("Gemm", ["r", "w"], ["g"], name="fc", transB=1),
+             helper.make_node("Relu", ["g"], ["y"], name="relu_out")]
+    graph = helper.make_graph(
+        nodes, "wide_fc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, inputs])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, outputs])],
+        [numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

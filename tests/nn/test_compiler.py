@@ -146,6 +146,8 @@ def test_bad_compile_options():
         CompileOptions(input_type="jpeg")
     with pytest.raises(InputError, match="--batch"):
         CompileOptions(batch=0)
+    with pytest.raises(InputError, match="--int16 sometimes"):
+        CompileOptions(int16="sometimes")
     with pytest.raises(InputError, match="has 3 channels"):
         _compile(zoo.build("resnet18", (32, 32)), input_type="gray")
     with pytest.raises(InputError, match="even sides"):
@@ -250,3 +252,34 @@ def test_bad_input_is_one_line_and_exit_2(argv, needle, files, tmp_path, capsys)
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and needle.format(f=files, t=tmp_path) in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_dense_op_on_the_cpu_is_timed_by_its_macs():
+    from tests.nn.nets import wide_fc
+    small, large = (_compile(wide_fc(outputs=k)) for k in (16, 64))
+    lines = [next(line for line in m.estimate(SOC).layers if line.op == "FC")
+             for m in (small, large)]
+    assert [line.where for line in lines] == ["cpu", "cpu"]
+    assert [line.ops for line in lines] == [2 * 9000 * 16, 2 * 9000 * 64]
+    # four times the MACs: four times the NEON issue time (the loop is the same)
+    assert lines[1].compute_ps == pytest.approx(4 * lines[0].compute_ps, rel=0.01)
+    feeds = _feeds(small)
+    assert next(iter(small.run(feeds).values())).shape == (1, 16)
+
+
+def test_the_file_keeps_bpu_weights_as_int8_only(mobilenet, tmp_path):
+    elided = mobilenet.elided_weights()
+    float_bytes = sum(mobilenet.graph.tensors[n].value.nbytes for n in elided)
+    assert float_bytes > 2_000_000  # the conv and FC weights of MobileNetV2, in float32
+    size = len(compiler.dumps([mobilenet]))
+    int8_bytes = sum(layer.weight.nbytes for layer in mobilenet.quant.layers.values())
+    assert size < int8_bytes + float_bytes / 2
+
+
+def test_int16_choice_reaches_the_codes_and_the_timing():
+    onnx_model = zoo.build("mobilenetv2", (32, 32))
+    never, always = (_compile(onnx_model, int16=rule) for rule in ("never", "always"))
+    assert set(never.quant.tensor_dtypes().values()) == {"int8"}
+    assert "int16" in set(always.quant.tensor_dtypes().values())
+    assert always.estimate(SOC).bpu_ps > never.estimate(SOC).bpu_ps
+    assert always.options["int16"] == "always"

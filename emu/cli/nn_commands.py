@@ -93,6 +93,12 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
     html_target = None if args.html is None else outputs.check_file("--html", args.html)
     if html_target is not None and html_target.resolve() == target.resolve():
         raise InputError(f"--html {args.html}: is the -o file too")
+    if html_target is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise InputError(f"--html {args.html}: the page's chart needs matplotlib; "
+                             "install it with pip install 'emu[plot]'")
     names = [_model_name(p) for p in args.models]
     if len(set(names)) != len(names):
         raise InputError(f"two models would have one name ({', '.join(names)}): model "

@@ -42,9 +42,16 @@ def _feeds(model, seed=0):
     return feeds
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
-def test_every_built_zoo_model_compiles_saves_loads_and_runs(name, tmp_path):
-    model = _compile(zoo.build(name, SMALL[name]), name)
+# The onnx test-data topologies have a fixed 224x224 input; two are quick, the others take
+# 5-30 s each (large FC layers, DenseNet's 600 nodes) and run with -m slow.
+QUICK = {"onnx_squeezenet", "onnx_shufflenet"}
+EVERY = [name if name in SMALL or name in QUICK else pytest.param(name, marks=pytest.mark.slow)
+         for name in zoo.names()]
+
+
+@pytest.mark.parametrize("name", EVERY)
+def test_every_zoo_model_compiles_saves_loads_and_runs(name, tmp_path):
+    model = _compile(zoo.build(name, SMALL.get(name)), name)
     assert not model.flagged, model.accuracy
     path = tmp_path / f"{name}.hbm"
     path.write_bytes(compiler.dumps([model]))

@@ -290,3 +290,35 @@ def test_int16_choice_reaches_the_codes_and_the_timing():
     assert "int16" in set(always.quant.tensor_dtypes().values())
     assert always.estimate(SOC).bpu_ps > never.estimate(SOC).bpu_ps
     assert always.options["int16"] == "always"
+
+
+def test_the_readme_bpu_example_runs_and_its_numbers_hold(tmp_path):
+    """The shell block of the README's "Neural networks on the BPU", line by line; the BPU
+    latencies its comments quote are what the commands print."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Neural networks on the BPU", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, flags=re.S).group(1)
+    quoted = []
+    for line in block.strip().splitlines():
+        command, _, comment = line.partition("  # ")
+        if command.startswith("emu "):
+            argv = [sys.executable, "-m", "emu", *command.split()[1:]]
+        else:
+            assert command.startswith("python -c "), command
+            argv = [sys.executable, "-c", command.split('"')[1]]
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, check=False)
+        assert done.returncode == 0, (command, done.stderr)
+        number = re.search(r"(\d+\.\d+) ms", comment)
+        if number:
+            printed = re.search(r"\(BPU (\d+\.\d+) ms\)", done.stdout).group(1)
+            quoted.append((float(number.group(1)), float(printed)))
+    assert len(quoted) == 2
+    for claim, printed in quoted:
+        assert round(printed, len(str(claim).split(".")[1])) == claim
+    assert (tmp_path / "mnv2.html").stat().st_size > 0
+    assert len(list((tmp_path / "outputs").glob("*.npy"))) == 1

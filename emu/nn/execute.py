@@ -177,15 +177,19 @@ def geometry(node: Node, kernel: Sequence[int], in_hw: Sequence[int]) -> Geometr
     return Geometry(size, stride, pads, dilation)
 
 
-def _windows(x: np.ndarray, win: Geometry, fill: float) -> np.ndarray:
-    """(N, C, kh, kw, OH, OW) view of the windows over x padded with `fill`."""
+def _windows(x: np.ndarray, win: Geometry, fill: float, wrap: bool = False) -> np.ndarray:
+    """(N, C, kh, kw, OH, OW) view of the windows over x padded with `fill` (or, with
+    `wrap`, circularly: the zoo's calibration of BatchNormalization statistics)."""
     n, c, height, width = x.shape
     top, left, bottom, right = win.pads
     (kh, kw), (sy, sx), (dy, dx) = win.kernel, win.stride, win.dilation
     oh = (height + top + bottom - dy * (kh - 1) - 1) // sy + 1
     ow = (width + left + right - dx * (kw - 1) - 1) // sx + 1
-    padded = np.full((n, c, height + top + bottom, width + left + right), fill, x.dtype)
-    padded[:, :, top:top + height, left:left + width] = x
+    if wrap:
+        padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), mode="wrap")
+    else:
+        padded = np.full((n, c, height + top + bottom, width + left + right), fill, x.dtype)
+        padded[:, :, top:top + height, left:left + width] = x
     s0, s1, s2, s3 = padded.strides
     return np.lib.stride_tricks.as_strided(
         padded, (n, c, kh, kw, oh, ow), (s0, s1, s2 * dy, s3 * dx, s2 * sy, s3 * sx),
@@ -302,9 +306,10 @@ def image_input(graph: Graph, node: Node) -> ImageInput:
 # Float ops
 
 
-def _float_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Geometry,
-                groups: int) -> np.ndarray:
-    cols = _windows(x, win, 0.0)
+def float_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Geometry,
+               groups: int, wrap: bool = False) -> np.ndarray:
+    """ONNX Conv in float32 (zero padding, or circular with `wrap`)."""
+    cols = _windows(x, win, 0.0, wrap)
     n, c, kh, kw, oh, ow = cols.shape
     c_out = w.shape[0]
     k = (c // groups) * kh * kw
@@ -323,8 +328,36 @@ def _activate(y: np.ndarray, activation: str) -> np.ndarray:
     return y
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) in float32, through tanh (no overflow for any input)."""
     return (0.5 + 0.5 * np.tanh(0.5 * x.astype(np.float64))).astype(np.float32)
+
+
+def float_pool(x: np.ndarray, win: Geometry, kind: str, count_include_pad: bool = False,
+               wrap: bool = False) -> np.ndarray:
+    """ONNX MaxPool ("max": padding never wins) or AveragePool ("average": over the taps
+    inside the input, or all kh x kw with `count_include_pad`); circular with `wrap`."""
+    if kind == "max":
+        return np.asarray(_windows(x, win, -np.inf, wrap).max(axis=(2, 3)))
+    total = _windows(x, win, 0.0, wrap).sum(axis=(2, 3))
+    if count_include_pad or wrap:
+        return np.asarray(total / (win.kernel[0] * win.kernel[1]))
+    count = _windows(np.ones((1, 1, *x.shape[2:]), np.float32), win, 0.0).sum(axis=(2, 3))
+    return np.asarray(total / count)
+
+
+def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return np.asarray(e / e.sum(axis=axis, keepdims=True))
+
+
+def lrn(x: np.ndarray, size: int, alpha: float = 1e-4, beta: float = 0.75,
+        bias: float = 1.0) -> np.ndarray:
+    """ONNX LRN: across `size` channels centred on each (one more after than before)."""
+    square = np.square(x)
+    padded = np.pad(square, ((0, 0), ((size - 1) // 2, size // 2), (0, 0), (0, 0)))
+    window = sum(padded[:, k:k + x.shape[1]] for k in range(size))
+    return np.asarray(x / (bias + alpha / size * window) ** beta)
 
 
 def float_node(graph: Graph, node: Node, ins: list[Any], *,
@@ -338,7 +371,7 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
     y: np.ndarray
     if op == "Conv":
         w = ins[1]
-        y = _float_conv(x, w, ins[2] if len(ins) > 2 else None,
+        y = float_conv(x, w, ins[2] if len(ins) > 2 else None,
                         geometry(node, w.shape[2:], x.shape[2:]), int(a.get("group", 1)))
         if pre_residual:
             return [y]
@@ -347,7 +380,7 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
         y = _activate(y, node.activation)
     elif op == "ConvTranspose":
         w, win = deconv_as_conv(node, ins[1])
-        y = _float_conv(zero_insert(x, _pair(a.get("strides"), 1)), w,
+        y = float_conv(zero_insert(x, _pair(a.get("strides"), 1)), w,
                         ins[2] if len(ins) > 2 else None, win, 1)
     elif op == "FC":
         y = x @ ins[1].T.astype(np.float32)
@@ -355,16 +388,8 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
             y = y + ins[2].astype(np.float32)
     elif op in ("MaxPool", "AveragePool"):
         win = geometry(node, a["kernel_shape"], x.shape[2:])
-        if op == "MaxPool":
-            y = _windows(x, win, -np.inf).max(axis=(2, 3))
-        else:
-            total = _windows(x, win, 0.0).sum(axis=(2, 3))
-            if a.get("count_include_pad", 0):
-                count: Any = win.kernel[0] * win.kernel[1]
-            else:
-                count = _windows(np.ones((1, 1, *x.shape[2:]), np.float32), win,
-                                 0.0).sum(axis=(2, 3))
-            y = total / count
+        y = float_pool(x, win, "max" if op == "MaxPool" else "average",
+                       bool(a.get("count_include_pad", 0)))
     elif op == "GlobalAveragePool":
         y = x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
     elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
@@ -385,9 +410,9 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
         low, high = clip_bounds(graph, node)
         y = np.clip(x, np.float32(low), np.float32(high))
     elif op == "Sigmoid":
-        y = _sigmoid(x)
+        y = sigmoid(x)
     elif op == "Silu":
-        y = x * _sigmoid(x)
+        y = x * sigmoid(x)
     elif op == "HardSigmoid":
         y = np.clip(float(a.get("alpha", 0.2)) * x + float(a.get("beta", 0.5)), 0.0, 1.0)
     elif op == "ScaleShift":
@@ -403,16 +428,10 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
     elif op == "Preprocess":
         y = image_input(graph, node).to_float(x)
     elif op == "Softmax":
-        axis = int(a.get("axis", -1))
-        e = np.exp(x - x.max(axis=axis, keepdims=True))
-        y = e / e.sum(axis=axis, keepdims=True)
+        y = softmax(x, int(a.get("axis", -1)))
     elif op == "LRN":
-        size = int(a["size"])
-        square = np.square(x)
-        padded = np.pad(square, ((0, 0), ((size - 1) // 2, size // 2), (0, 0), (0, 0)))
-        window = sum(padded[:, k:k + x.shape[1]] for k in range(size))
-        y = x / (float(a.get("bias", 1.0))
-                 + float(a.get("alpha", 1e-4)) / size * window) ** float(a.get("beta", 0.75))
+        y = lrn(x, int(a["size"]), float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)),
+                float(a.get("bias", 1.0)))
     elif op == "LayerNormalization":
         axis = int(a.get("axis", -1)) % x.ndim
         axes = tuple(range(axis, x.ndim))

@@ -327,6 +327,8 @@ class _Interpreter:
         import numpy as np
         from onnx import helper, numpy_helper
 
+        from emu.nn import execute
+
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         ins: list[Any] = [self.get(name) if name else None for name in node.input]
         x: Any = ins[0] if ins else None
@@ -349,7 +351,7 @@ class _Interpreter:
             high = ins[2] if len(ins) > 2 and ins[2] is not None else np.inf
             outs = [np.clip(x, low, high)]
         elif op == "Sigmoid":
-            outs = [(0.5 + 0.5 * np.tanh(0.5 * x)).astype(np.float32)]  # no overflow
+            outs = [execute.sigmoid(x)]
         elif op in ("Mul", "Add", "Sum"):
             total = ins[0]
             for other in ins[1:]:
@@ -385,9 +387,7 @@ class _Interpreter:
         elif op == "Unsqueeze":
             outs = [np.expand_dims(x, tuple(int(a) for a in ins[1]))]
         elif op == "Softmax":
-            axis = attrs.get("axis", -1)
-            e = np.exp(x - x.max(axis=axis, keepdims=True))
-            outs = [e / e.sum(axis=axis, keepdims=True)]
+            outs = [execute.softmax(x, attrs.get("axis", -1))]
         elif op in ("Identity", "Dropout"):
             outs = [x]
         elif op == "Shape":
@@ -397,39 +397,23 @@ class _Interpreter:
         for name, value in zip(node.output, outs, strict=False):
             self.values[name] = value
 
-    def _windows(self, x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
-                 pads: Sequence[int], fill: float) -> np.ndarray:
-        """(N, C, Ho, Wo, kh, kw) views of the padded input."""
-        import numpy as np
+    def _window(self, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
+                dilations: Sequence[int] = ()) -> Any:
+        from emu.nn.execute import Geometry
 
-        widths = ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))
-        padded = (np.pad(x, widths, mode="wrap") if self.wrap
-                  else np.pad(x, widths, constant_values=fill))
-        view = np.lib.stride_tricks.sliding_window_view(padded, tuple(kernel), axis=(2, 3))
-        return view[:, :, ::strides[0], ::strides[1]]
+        return Geometry((int(kernel[0]), int(kernel[1])), (int(strides[0]), int(strides[1])),
+                        (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])),
+                        (int(dilations[0]), int(dilations[1])) if dilations else (1, 1))
 
     def conv(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
              strides: Sequence[int] = (1, 1), pads: Sequence[int] = (0, 0, 0, 0),
              group: int = 1, kernel_shape: Sequence[int] = (), dilations: Sequence[int] = (),
              ) -> np.ndarray:
-        """Conv with explicit pads (no auto_pad, no dilation)."""
-        import numpy as np
+        """Conv with explicit pads (no auto_pad)."""
+        from emu.nn.execute import float_conv
 
-        assert all(d == 1 for d in dilations)
-        win = self._windows(x, w.shape[2:], strides, pads, 0.0)
-        if group == 1:
-            y = np.tensordot(win, w, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
-        elif w.shape[1] == 1 and w.shape[0] == group:  # depthwise
-            y = np.einsum("nchwij,cij->nchw", win, w[:, 0])
-        else:
-            cin, cout = w.shape[1], w.shape[0] // group
-            y = np.concatenate([np.tensordot(win[:, g * cin:(g + 1) * cin],
-                                             w[g * cout:(g + 1) * cout],
-                                             axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
-                                for g in range(group)], axis=1)
-        if b is not None:
-            y = y + b.reshape(1, -1, 1, 1)
-        return np.ascontiguousarray(y, dtype=np.float32)
+        return float_conv(x, w, b, self._window(w.shape[2:], strides, pads, dilations), group,
+                          wrap=self.wrap)
 
     def convtranspose(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
                       strides: Sequence[int] = (1, 1), kernel_shape: Sequence[int] = (),
@@ -446,25 +430,22 @@ class _Interpreter:
 
     def maxpool(self, x: np.ndarray, kernel_shape: Sequence[int], strides: Sequence[int],
                 pads: Sequence[int] = (0, 0, 0, 0)) -> np.ndarray:
-        return self._windows(x, kernel_shape, strides, pads, -math.inf).max(axis=(4, 5))
+        from emu.nn.execute import float_pool
+
+        return float_pool(x, self._window(kernel_shape, strides, pads), "max", wrap=self.wrap)
 
     def averagepool(self, x: np.ndarray, kernel_shape: Sequence[int], strides: Sequence[int],
                     pads: Sequence[int] = (0, 0, 0, 0)) -> np.ndarray:
-        import numpy as np
+        from emu.nn.execute import float_pool
 
-        total = self._windows(x, kernel_shape, strides, pads, 0.0).sum(axis=(4, 5))
-        ones = np.ones((1, 1, *x.shape[2:]), dtype=np.float32)
-        count = self._windows(ones, kernel_shape, strides, pads, 0.0).sum(axis=(4, 5))
-        return (total / count).astype(np.float32)
+        return float_pool(x, self._window(kernel_shape, strides, pads), "average",
+                          wrap=self.wrap)
 
     def lrn(self, x: np.ndarray, size: int, alpha: float = 1e-4, beta: float = 0.75,
             bias: float = 1.0) -> np.ndarray:
-        import numpy as np
+        from emu.nn.execute import lrn
 
-        square = np.square(x)
-        padded = np.pad(square, ((0, 0), ((size - 1) // 2, size // 2), (0, 0), (0, 0)))
-        window = sum(padded[:, k:k + x.shape[1]] for k in range(size))
-        return (x / (bias + alpha / size * window) ** beta).astype(np.float32)
+        return lrn(x, size, alpha, beta, bias)
 
 
 def _value_shape(value: onnx.ValueInfoProto) -> dict[str, Any]:

@@ -322,3 +322,8 @@ def test_the_readme_bpu_example_runs_and_its_numbers_hold(tmp_path):
         assert round(printed, len(str(claim).split(".")[1])) == claim
     assert (tmp_path / "mnv2.html").stat().st_size > 0
     assert len(list((tmp_path / "outputs").glob("*.npy"))) == 1
+
+
+def test_compiling_twice_gives_the_same_bytes(mobilenet):
+    again = _compile(zoo.build("mobilenetv2", (32, 32)), "mobilenetv2")
+    assert compiler.dumps([again]) == compiler.dumps([mobilenet])

@@ -24,7 +24,7 @@ ALLOWED = {
     "bpu": {"soc", "mem"},
     "vdsp": {"soc", "mem"},
     "chip": {"soc", "mem", "cpu", "bpu", "vdsp"},
-    "runtime": {"soc", "mem", "cpu", "bpu", "vdsp", "chip"},
+    "runtime": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "nn"},
     "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report", "nn"},
     "report": {"soc", "chip", "runtime"},
     "nn": {"soc", "bpu"},

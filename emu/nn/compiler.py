@@ -371,6 +371,11 @@ def load_file(path: str | Path) -> list[CompiledModel]:
         raise InputError(f"{where}: is a folder, not a model file") from None
     except OSError as exc:
         raise InputError(f"{where}: cannot read: {exc.strerror}") from None
+    return load_bytes(data, where)
+
+
+def load_bytes(data: bytes, where: str) -> list[CompiledModel]:
+    """Every model of a compiled-model file's bytes (`where` names them in errors)."""
     return [CompiledModel.from_packed(p, where) for p in modelfile.loads(data, where)]
 
 

@@ -1,0 +1,647 @@
+"""hbDNN: the board's inference API over compiled models (`emu compile`), C names and all.
+
+    rc, packed = hbDNNInitializeFromFiles(["model.hbm"])
+    rc, names = hbDNNGetModelNameList(packed)
+    rc, dnn = hbDNNGetModelHandle(packed, names[0])
+    rc, props = hbDNNGetInputTensorProperties(dnn, 0)
+    ... allocate hbSysMem of props.alignedByteSize, fill, hbSysFlushMem(CLEAN) ...
+    ctrl = hbDNNInferCtrlParam(); HB_DNN_INITIALIZE_INFER_CTRL_PARAM(ctrl)
+    rc, task = hbDNNInfer(outputs, inputs, dnn, ctrl)      # queued; returns at once
+    rc = hbDNNWaitTaskDone(task, 0)                         # 0 or less: until done
+    rc = hbDNNReleaseTask(task)
+
+What a task does on the emulated SoC, segment by segment of the compiled model
+(`emu/nn/placement.py`): a BPU subgraph is one task on the BPU cores' priority queue
+(`ctrl.priority`, then `customId`, then arrival; `bpuCoreId` pins it), run function call by
+function call, so a priority-255 task overtakes at function-call boundaries; a CPU segment
+(input quantize, output dequantize, an op the BPU does not run) is busy time on an A55 core,
+as long as the compiler's A55 model says (`emu/nn/estimate.py`). When the last segment ends
+the outputs are computed exactly (`CompiledModel.run`) from the input buffers and written to
+the output buffers, and the task completes. Its buffers are pinned in the pool until then.
+
+This is the first part of the runtime (issue 12): loading, model and tensor queries,
+`hbDNNInfer` with the 32-task limit, waiting, releasing, the error codes. Not here yet:
+`more` chaining, `hbDNNRoiInfer`, `hbDNNResize`, plugin layers, task-done callbacks, DSP
+nodes on the DSP queues, CPU nodes as cache-modelled CPU work, NV12_SEPARATE inputs and
+padding to `alignedShape`; a call that needs one of them returns
+`HB_DNN_API_USE_ERROR` with a description that says so.
+
+Error codes: the values of the J5 OE's `hb_dnn_status.h` (`HB_DNN_TASK_NUM_EXCEED_LIMIT` =
+-6000009 as `shared/calibration/j5_bpu.md` quotes it); `HB_DNN_WRONG_THREAD` and
+`HB_DNN_DEADLOCK` are the emulator's own (the board has no such situations).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import simpy
+
+from emu.errors import InputError
+from emu.mem.pool import PoolBuffer
+from emu.nn import compiler
+from emu.nn.compiler import CompiledModel
+from emu.runtime import session, status
+from emu.runtime.hbsys import buffer_of, hbSysMem
+from emu.runtime.host import WaitResult
+from emu.soc.sched import ANY_CORE, Stage, Task
+
+HB_DNN_VERSION_MAJOR = 1
+HB_DNN_VERSION_MINOR = 1
+HB_DNN_VERSION_PATCH = 0
+HB_DNN_TENSOR_MAX_DIMENSIONS = 8
+MAX_TASKS = 32  # model tasks alive at once (hbDNNInfer's documented limit)
+
+HB_BPU_CORE_ANY = 0
+HB_BPU_CORE_0 = 1 << 0
+HB_BPU_CORE_1 = 1 << 1
+HB_DSP_CORE_ANY = 0
+HB_DSP_CORE_0 = 1 << 0
+HB_DSP_CORE_1 = 1 << 1
+
+HB_DNN_PRIORITY_LOWEST = 0
+HB_DNN_PRIORITY_HIGHEST = 255
+HB_DNN_PRIORITY_PREEMP = HB_DNN_PRIORITY_HIGHEST
+
+HB_DNN_LAYOUT_NHWC = 0
+HB_DNN_LAYOUT_NCHW = 2
+HB_DNN_LAYOUT_NONE = 255
+
+(HB_DNN_IMG_TYPE_Y, HB_DNN_IMG_TYPE_NV12, HB_DNN_IMG_TYPE_NV12_SEPARATE, HB_DNN_IMG_TYPE_YUV444,
+ HB_DNN_IMG_TYPE_RGB, HB_DNN_IMG_TYPE_BGR, HB_DNN_TENSOR_TYPE_S4, HB_DNN_TENSOR_TYPE_U4,
+ HB_DNN_TENSOR_TYPE_S8, HB_DNN_TENSOR_TYPE_U8, HB_DNN_TENSOR_TYPE_F16, HB_DNN_TENSOR_TYPE_S16,
+ HB_DNN_TENSOR_TYPE_U16, HB_DNN_TENSOR_TYPE_F32, HB_DNN_TENSOR_TYPE_S32, HB_DNN_TENSOR_TYPE_U32,
+ HB_DNN_TENSOR_TYPE_F64, HB_DNN_TENSOR_TYPE_S64, HB_DNN_TENSOR_TYPE_U64,
+ HB_DNN_TENSOR_TYPE_MAX) = range(20)
+
+NONE, SHIFT, SCALE = 0, 1, 2  # hbDNNQuantiType
+
+HB_DNN_SUCCESS = status.SUCCESS
+HB_DNN_INVALID_ARGUMENT = status.define(-6000001, "hbDNN: invalid argument")
+HB_DNN_INVALID_MODEL = status.define(
+    -6000002, "hbDNN: invalid model (not an emu model file, truncated, corrupted, or from a "
+              "newer emu)")
+HB_DNN_MODEL_NUMBER_EXCEED_LIMIT = status.define(-6000003, "hbDNN: too many models")
+HB_DNN_INVALID_PACKED_DNN_HANDLE = status.define(
+    -6000004, "hbDNN: not a live packed handle of this session (never returned by "
+              "hbDNNInitializeFrom*, released, or made in another session)")
+HB_DNN_INVALID_DNN_HANDLE = status.define(
+    -6000005, "hbDNN: not a live model handle of this session (never returned by "
+              "hbDNNGetModelHandle, or its packed handle was released)")
+HB_DNN_CAN_NOT_OPEN_FILE = status.define(-6000006, "hbDNN: cannot open the model file")
+HB_DNN_OUT_OF_MEMORY = status.define(-6000007, "hbDNN: out of memory")
+HB_DNN_TIMEOUT = status.define(-6000008, "hbDNN: the task did not finish within the timeout")
+HB_DNN_TASK_NUM_EXCEED_LIMIT = status.define(
+    -6000009, f"hbDNN: {MAX_TASKS} model tasks exist already (release finished ones)")
+HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT = status.define(-6000010, "hbDNN: too many chained models")
+HB_DNN_INVALID_TASK_HANDLE = status.define(
+    -6000011, "hbDNN: not a live task handle of this session (never returned by hbDNNInfer, "
+              "released, or made in another session)")
+HB_DNN_RUN_TASK_FAILED = status.define(-6000012, "hbDNN: the task failed")
+HB_DNN_MODEL_IS_RUNNING = status.define(
+    -6000013, "hbDNN: a task of a model of this packed handle has not been released")
+HB_DNN_INCOMPATIBLE_MODEL = status.define(-6000014, "hbDNN: incompatible model")
+HB_DNN_API_USE_ERROR = status.define(
+    -6000015, "hbDNN: not supported by this emulator yet (more chaining, NV12_SEPARATE, "
+              "tensors padded to alignedShape)")
+HB_DNN_WRONG_THREAD = status.define_wrong_thread(-6000101, "hbDNN")
+HB_DNN_DEADLOCK = status.define(
+    -6000102, "hbDNN: the task can never finish: nothing left in the simulation can run it")
+
+
+# --- structs ---------------------------------------------------------------------------------
+
+class hbDNNTensorShape:  # the board's struct names
+    """A shape: `numDimensions` sizes in `dimensionSize` (8 slots)."""
+
+    def __init__(self, dims: Sequence[int] = ()) -> None:
+        self.dimensionSize = [int(d) for d in dims] + [0] * (HB_DNN_TENSOR_MAX_DIMENSIONS
+                                                             - len(dims))
+        self.numDimensions = len(dims)
+
+    def dims(self) -> tuple[int, ...] | None:
+        """The sizes, or None when the struct does not hold a valid shape."""
+        n = status.as_int(self.numDimensions, 1, HB_DNN_TENSOR_MAX_DIMENSIONS)
+        if n is None or not isinstance(self.dimensionSize, list | tuple) \
+                or len(self.dimensionSize) < n:
+            return None
+        sizes = [status.as_int(d, 1, status.INT32_MAX) for d in self.dimensionSize[:n]]
+        return None if any(s is None for s in sizes) else tuple(int(s) for s in sizes if s)
+
+
+class hbDNNQuantiShift:
+    def __init__(self) -> None:
+        self.shiftLen = 0
+        self.shiftData: list[int] = []
+
+
+class hbDNNQuantiScale:
+    def __init__(self) -> None:
+        self.scaleLen = 0
+        self.scaleData: list[float] = []
+        self.zeroPointLen = 0
+        self.zeroPointData: list[int] = []
+
+
+class hbDNNTensorProperties:
+    """What a model says about one of its tensors."""
+
+    def __init__(self) -> None:
+        self.validShape = hbDNNTensorShape()
+        self.alignedShape = hbDNNTensorShape()
+        self.tensorLayout = HB_DNN_LAYOUT_NONE
+        self.tensorType = HB_DNN_TENSOR_TYPE_MAX
+        self.shift = hbDNNQuantiShift()
+        self.scale = hbDNNQuantiScale()
+        self.quantiType = NONE
+        self.quantizeAxis = 0
+        self.alignedByteSize = 0
+        self.stride = [0] * HB_DNN_TENSOR_MAX_DIMENSIONS
+
+
+class hbDNNTensor:
+    """A tensor for hbDNNInfer: its memory (`sysMem[0]`; NV12_SEPARATE would use two) and
+    its properties."""
+
+    def __init__(self) -> None:
+        self.sysMem = [hbSysMem() for _ in range(4)]
+        self.properties = hbDNNTensorProperties()
+
+
+class hbDNNInferCtrlParam:
+    """Control of one inference: core, priority, chaining, the second-level priority."""
+
+    bpuCoreId: int
+    dspCoreId: int
+    priority: int
+    more: int
+    customId: int
+    reserved1: int
+    reserved2: int
+
+    def __init__(self) -> None:
+        _infer_defaults(self)
+
+
+def _infer_defaults(param: hbDNNInferCtrlParam) -> None:
+    param.bpuCoreId = HB_BPU_CORE_ANY
+    param.dspCoreId = HB_DSP_CORE_ANY
+    param.priority = HB_DNN_PRIORITY_LOWEST
+    param.more = 0
+    param.customId = 0
+    param.reserved1 = 0
+    param.reserved2 = 0
+
+
+def HB_DNN_INITIALIZE_INFER_CTRL_PARAM(param: hbDNNInferCtrlParam) -> int:
+    """The board's initialiser macro: any core, lowest priority, no chaining, customId 0."""
+    if not isinstance(param, hbDNNInferCtrlParam):
+        return HB_DNN_INVALID_ARGUMENT
+    _infer_defaults(param)
+    return HB_DNN_SUCCESS
+
+
+# --- handles ---------------------------------------------------------------------------------
+
+class hbPackedDNNHandle:
+    """The models of one or more model files, loaded into a session."""
+
+    def __init__(self, sess: session.Session, models: list[CompiledModel]) -> None:
+        self.session = sess
+        self.models = models
+        self.handles = {m.name: hbDNNHandle(self, m) for m in models}
+        self.released = False
+
+    def __repr__(self) -> str:
+        names = ", ".join(m.name for m in self.models)
+        return f"<hbPackedDNNHandle [{names}]{' released' if self.released else ''}>"
+
+
+class hbDNNHandle:
+    """One model of a packed handle."""
+
+    def __init__(self, packed: hbPackedDNNHandle, model: CompiledModel) -> None:
+        self.packed = packed
+        self.model = model
+        self.tasks_alive = 0
+        self._plan: tuple[dict[int, int], dict[int, list[Any]], bool] | None = None
+
+    def plan(self) -> tuple[dict[int, int], dict[int, list[Any]], bool]:
+        """(CPU time per CPU segment, layer groups per BPU segment, weights resident) on
+        the session's hardware: computed once per model."""
+        if self._plan is None:
+            soc = self.packed.session.config
+            cpu_ps: dict[int, int] = {}
+            for line in self.model.estimate(soc).layers:
+                if line.where == "cpu":
+                    cpu_ps[line.segment] = cpu_ps.get(line.segment, 0) + line.time_ps
+            self._plan = (cpu_ps, self.model.subgraphs(), self.model.weights_resident(soc))
+        return self._plan
+
+    def __repr__(self) -> str:
+        return f"<hbDNNHandle {self.model.name!r}>"
+
+
+class hbDNNTask:
+    """A task handle returned by hbDNNInfer; its figures once it is done."""
+
+    def __init__(self, sess: session.Session, dnn: hbDNNHandle, name: str) -> None:
+        self.session = sess
+        self.dnn = dnn
+        self.name = name
+        self.completed: simpy.Event = sess.soc.env.event()
+        self.released = False
+        self.cancelled = False
+        self.error: str | None = None
+        self.submitted_ps = sess.now_ps
+        self.finished_ps = -1
+        self.segments: list[dict[str, Any]] = []  # per segment: kind, start, end, busy
+
+    def __repr__(self) -> str:
+        return f"<hbDNNTask {self.name!r}{' released' if self.released else ''}>"
+
+
+_BPU_CORES = {HB_BPU_CORE_ANY: ANY_CORE, HB_BPU_CORE_0: 0, HB_BPU_CORE_1: 1}
+_TYPES = {"float32": HB_DNN_TENSOR_TYPE_F32, "uint8": HB_DNN_TENSOR_TYPE_U8,
+          "int8": HB_DNN_TENSOR_TYPE_S8, "int16": HB_DNN_TENSOR_TYPE_S16,
+          "int32": HB_DNN_TENSOR_TYPE_S32, "float64": HB_DNN_TENSOR_TYPE_F64,
+          "int64": HB_DNN_TENSOR_TYPE_S64}
+_IMAGE_TYPES = {"nv12": HB_DNN_IMG_TYPE_NV12, "rgb": HB_DNN_IMG_TYPE_RGB,
+                "bgr": HB_DNN_IMG_TYPE_BGR, "yuv444": HB_DNN_IMG_TYPE_YUV444,
+                "gray": HB_DNN_IMG_TYPE_Y}
+
+
+_TASKS_ALIVE: weakref.WeakKeyDictionary[session.Session, int] = weakref.WeakKeyDictionary()
+
+
+def _live_packed(handle: Any, sess: session.Session) -> hbPackedDNNHandle | None:
+    if isinstance(handle, hbPackedDNNHandle) and handle.session is sess and not handle.released:
+        return handle
+    return None
+
+
+def _live_dnn(handle: Any, sess: session.Session) -> hbDNNHandle | None:
+    if isinstance(handle, hbDNNHandle) and _live_packed(handle.packed, sess) is not None:
+        return handle
+    return None
+
+
+def _live_task(task: Any, sess: session.Session) -> hbDNNTask | None:
+    if isinstance(task, hbDNNTask) and task.session is sess and not task.released:
+        return task
+    return None
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+def hbDNNGetVersion() -> str:
+    return f"{HB_DNN_VERSION_MAJOR}.{HB_DNN_VERSION_MINOR}.{HB_DNN_VERSION_PATCH}"
+
+
+def _packed(sess: session.Session, models: list[CompiledModel]) -> tuple[int, Any]:
+    names = [m.name for m in models]
+    if len(set(names)) != len(names):
+        return HB_DNN_INVALID_MODEL, None
+    return HB_DNN_SUCCESS, hbPackedDNNHandle(sess, models)
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNInitializeFromFiles(modelFileNames: Any, modelFileCount: Any = None
+                             ) -> tuple[int, hbPackedDNNHandle | None]:
+    """Load every model of the files; returns (rc, packed handle)."""
+    sess, thread = session.caller()
+    with thread.call("hbDNNInitializeFromFiles"):
+        if not isinstance(modelFileNames, list | tuple) or not modelFileNames or not all(
+                isinstance(n, str | Path) for n in modelFileNames):
+            return HB_DNN_INVALID_ARGUMENT, None
+        if modelFileCount is not None and status.as_int(modelFileCount) != len(modelFileNames):
+            return HB_DNN_INVALID_ARGUMENT, None
+        models: list[CompiledModel] = []
+        for name in modelFileNames:
+            if not Path(name).is_file():
+                return HB_DNN_CAN_NOT_OPEN_FILE, None
+            try:
+                models += compiler.load_file(name)
+            except InputError:
+                return HB_DNN_INVALID_MODEL, None
+        return _packed(sess, models)
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNInitializeFromDDR(modelData: Any, modelDataLengths: Any, modelDataCount: Any = None
+                           ) -> tuple[int, hbPackedDNNHandle | None]:
+    """Load every model of the files' bytes already in memory; returns (rc, packed)."""
+    sess, thread = session.caller()
+    with thread.call("hbDNNInitializeFromDDR"):
+        if not isinstance(modelData, list | tuple) or not modelData \
+                or not isinstance(modelDataLengths, list | tuple) \
+                or len(modelDataLengths) != len(modelData):
+            return HB_DNN_INVALID_ARGUMENT, None
+        if modelDataCount is not None and status.as_int(modelDataCount) != len(modelData):
+            return HB_DNN_INVALID_ARGUMENT, None
+        models: list[CompiledModel] = []
+        for k, (data, length) in enumerate(zip(modelData, modelDataLengths, strict=True)):
+            size = status.as_int(length, 1)
+            if not isinstance(data, bytes | bytearray | memoryview | np.ndarray) \
+                    or size is None or size > len(bytes(data)):
+                return HB_DNN_INVALID_ARGUMENT, None
+            try:
+                models += compiler.load_bytes(bytes(data)[:size], f"model data {k}")
+            except InputError:
+                return HB_DNN_INVALID_MODEL, None
+        return _packed(sess, models)
+
+
+@status.c_function(HB_DNN_WRONG_THREAD)
+def hbDNNRelease(packedDNNHandle: Any) -> int:
+    """Release the models; refused while a task of one of them is not released."""
+    sess, thread = session.caller()
+    with thread.call("hbDNNRelease"):
+        packed = _live_packed(packedDNNHandle, sess)
+        if packed is None:
+            return HB_DNN_INVALID_PACKED_DNN_HANDLE
+        if any(h.tasks_alive for h in packed.handles.values()):
+            return HB_DNN_MODEL_IS_RUNNING
+        packed.released = True
+        return HB_DNN_SUCCESS
+
+
+# --- model information ---------------------------------------------------------------------
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNGetModelNameList(packedDNNHandle: Any) -> tuple[int, list[str] | None]:
+    sess = session.current()
+    packed = _live_packed(packedDNNHandle, sess)
+    if packed is None:
+        return HB_DNN_INVALID_PACKED_DNN_HANDLE, None
+    return HB_DNN_SUCCESS, [m.name for m in packed.models]
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNGetModelHandle(packedDNNHandle: Any, modelName: Any) -> tuple[int, hbDNNHandle | None]:
+    sess = session.current()
+    packed = _live_packed(packedDNNHandle, sess)
+    if packed is None:
+        return HB_DNN_INVALID_PACKED_DNN_HANDLE, None
+    if not isinstance(modelName, str) or modelName not in packed.handles:
+        return HB_DNN_INVALID_ARGUMENT, None
+    return HB_DNN_SUCCESS, packed.handles[modelName]
+
+
+def _count(handle: Any, outputs: bool) -> tuple[int, int | None]:
+    dnn = _live_dnn(handle, session.current())
+    if dnn is None:
+        return HB_DNN_INVALID_DNN_HANDLE, None
+    return HB_DNN_SUCCESS, len(dnn.model.outputs if outputs else dnn.model.inputs)
+
+
+def _tensor_at(handle: Any, index: Any, outputs: bool) -> tuple[int, Any, Any]:
+    dnn = _live_dnn(handle, session.current())
+    if dnn is None:
+        return HB_DNN_INVALID_DNN_HANDLE, None, None
+    tensors = dnn.model.outputs if outputs else dnn.model.inputs
+    k = status.as_int(index, 0, len(tensors) - 1)
+    if k is None:
+        return HB_DNN_INVALID_ARGUMENT, None, None
+    return HB_DNN_SUCCESS, dnn, tensors[k]
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNGetInputCount(dnnHandle: Any) -> tuple[int, int | None]:
+    return _count(dnnHandle, outputs=False)
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNGetOutputCount(dnnHandle: Any) -> tuple[int, int | None]:
+    return _count(dnnHandle, outputs=True)
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNGetInputName(dnnHandle: Any, inputIndex: Any) -> tuple[int, str | None]:
+    rc, _, tensor = _tensor_at(dnnHandle, inputIndex, outputs=False)
+    return rc, None if tensor is None else tensor.name
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNGetOutputName(dnnHandle: Any, outputIndex: Any) -> tuple[int, str | None]:
+    rc, _, tensor = _tensor_at(dnnHandle, outputIndex, outputs=True)
+    return rc, None if tensor is None else tensor.name
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNGetInputTensorProperties(dnnHandle: Any, inputIndex: Any
+                                  ) -> tuple[int, hbDNNTensorProperties | None]:
+    rc, dnn, tensor = _tensor_at(dnnHandle, inputIndex, outputs=False)
+    return rc, None if tensor is None else _properties(dnn.model, tensor.name)
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNGetOutputTensorProperties(dnnHandle: Any, outputIndex: Any
+                                   ) -> tuple[int, hbDNNTensorProperties | None]:
+    rc, dnn, tensor = _tensor_at(dnnHandle, outputIndex, outputs=True)
+    return rc, None if tensor is None else _properties(dnn.model, tensor.name)
+
+
+def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
+    """A tensor as hbDNN describes it. Feature maps and outputs are float32 NCHW (the
+    compiled model quantises and dequantises on the CPU), images uint8 NHWC; NV12 is
+    described as N x 3 x H x W with its H x W x 3 / 2 bytes, strides 0, as on the board."""
+    tensor = model.graph.tensors[name]
+    props = hbDNNTensorProperties()
+    input_type = model.options.get("input_type", "featuremap")
+    shape = tensor.shape
+    itemsize = np.dtype(tensor.dtype).itemsize
+    if name in model.graph.inputs and input_type == "nv12":
+        n, rows, width = shape
+        dims: tuple[int, ...] = (n, 3, rows * 2 // 3, width)
+        props.tensorType, props.tensorLayout = HB_DNN_IMG_TYPE_NV12, HB_DNN_LAYOUT_NCHW
+    elif name in model.graph.inputs and input_type in _IMAGE_TYPES:
+        dims = shape
+        props.tensorType, props.tensorLayout = _IMAGE_TYPES[input_type], HB_DNN_LAYOUT_NHWC
+    else:
+        dims = shape
+        props.tensorType = _TYPES.get(tensor.dtype, HB_DNN_TENSOR_TYPE_MAX)
+        props.tensorLayout = HB_DNN_LAYOUT_NCHW if len(shape) == 4 else HB_DNN_LAYOUT_NONE
+    props.validShape = hbDNNTensorShape(dims)
+    props.alignedShape = hbDNNTensorShape(dims)
+    props.alignedByteSize = math.prod(shape) * itemsize
+    if not (name in model.graph.inputs and input_type == "nv12"):
+        strides = [itemsize * math.prod(shape[k + 1:]) for k in range(len(shape))]
+        props.stride = strides + [0] * (HB_DNN_TENSOR_MAX_DIMENSIONS - len(strides))
+    return props
+
+
+# --- inference -----------------------------------------------------------------------------
+
+def _tensor_buffers(tensors: Any, names: Sequence[str], model: CompiledModel,
+                    sess: session.Session) -> list[PoolBuffer] | int:
+    """The pool buffer of each tensor (checked against the model's tensor), or an rc."""
+    if not isinstance(tensors, list | tuple) or len(tensors) != len(names):
+        return HB_DNN_INVALID_ARGUMENT
+    buffers = []
+    for tensor, name in zip(tensors, names, strict=True):
+        if not isinstance(tensor, hbDNNTensor) or not isinstance(tensor.sysMem, list | tuple) \
+                or not tensor.sysMem:
+            return HB_DNN_INVALID_ARGUMENT
+        wanted = _properties(model, name)
+        props = tensor.properties
+        if not isinstance(props, hbDNNTensorProperties):
+            return HB_DNN_INVALID_ARGUMENT
+        if props.tensorType == HB_DNN_IMG_TYPE_NV12_SEPARATE:
+            return HB_DNN_API_USE_ERROR
+        valid = props.validShape.dims() if isinstance(props.validShape, hbDNNTensorShape) \
+            else None
+        aligned = props.alignedShape.dims() if isinstance(props.alignedShape,
+                                                          hbDNNTensorShape) else None
+        if valid != wanted.validShape.dims() or props.tensorType != wanted.tensorType:
+            return HB_DNN_INVALID_ARGUMENT
+        if aligned != wanted.alignedShape.dims():
+            return HB_DNN_API_USE_ERROR
+        buf = buffer_of(tensor.sysMem[0], sess)
+        if buf is None or buf.size_bytes < wanted.alignedByteSize:
+            return HB_DNN_INVALID_ARGUMENT
+        buffers.append(buf)
+    return buffers
+
+
+@status.c_function((HB_DNN_WRONG_THREAD, None))
+def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any
+               ) -> tuple[int, hbDNNTask | None]:
+    """Queue one inference of `dnnHandle` on `input` -> `output` (lists of hbDNNTensor in
+    the model's order); returns (rc, task) at once."""
+    sess, thread = session.caller()
+    with thread.call("hbDNNInfer") as call:
+        dnn = _live_dnn(dnnHandle, sess)
+        if dnn is None:
+            return HB_DNN_INVALID_DNN_HANDLE, None
+        ctrl = inferCtrlParam
+        if not isinstance(ctrl, hbDNNInferCtrlParam):
+            return HB_DNN_INVALID_ARGUMENT, None
+        priority = status.as_int(ctrl.priority, HB_DNN_PRIORITY_LOWEST, HB_DNN_PRIORITY_HIGHEST)
+        custom_id = status.as_int(ctrl.customId, -(2**63), 2**63 - 1)
+        core_id = status.as_int(ctrl.bpuCoreId)
+        more = status.as_int(ctrl.more, 0, 1) if not isinstance(ctrl.more, bool) \
+            else int(ctrl.more)
+        if priority is None or custom_id is None or core_id not in _BPU_CORES or more is None:
+            return HB_DNN_INVALID_ARGUMENT, None
+        core = _BPU_CORES[core_id]
+        if core >= sess.soc.bpu.cores:
+            return HB_DNN_INVALID_ARGUMENT, None
+        if more:
+            return HB_DNN_API_USE_ERROR, None
+        model = dnn.model
+        ins = _tensor_buffers(input, model.graph.inputs, model, sess)
+        if isinstance(ins, int):
+            return ins, None
+        outs = _tensor_buffers(output, model.graph.outputs, model, sess)
+        if isinstance(outs, int):
+            return outs, None
+        if _TASKS_ALIVE.get(sess, 0) >= MAX_TASKS:
+            return HB_DNN_TASK_NUM_EXCEED_LIMIT, None
+        _TASKS_ALIVE[sess] = _TASKS_ALIVE.get(sess, 0) + 1
+        dnn.tasks_alive += 1
+        handle = hbDNNTask(sess, dnn, f"{model.name} #{sess.next_serial()}")
+        for buf in (*ins, *outs):
+            sess.soc.pool.pin(buf)
+        sess.soc.env.process(_run(sess, handle, ins, outs, core, priority, custom_id, call))
+        return HB_DNN_SUCCESS, handle
+
+
+def _run(sess: session.Session, handle: hbDNNTask, ins: list[PoolBuffer],
+         outs: list[PoolBuffer], core: int, priority: int, custom_id: int,
+         call: Any) -> Generator[simpy.Event, Any, None]:
+    """The task's segments in order, then its outputs (see the module docstring)."""
+    model = handle.dnn.model
+    soc = sess.soc
+    env = soc.env
+    cpu_ps, subgraphs, resident = handle.dnn.plan()
+    linked = False
+    for index, segment in enumerate(model.segments):
+        if handle.cancelled:
+            break
+        start = env.now
+        if segment.kind == "bpu":
+            task = soc.bpu.model_task(
+                f"{handle.name} bpu{index}", subgraphs[index],
+                spans=model.function_calls.get(index), resident_weights=resident, core=core,
+                priority=priority, custom_id=custom_id)
+        elif index in cpu_ps:
+            task = Task(f"{handle.name} {segment.kind}{index}",
+                        [Stage(segment.kind, cpu_ps[index])], priority=priority)
+        else:
+            continue
+        if not linked:
+            call.link(task)
+            linked = True
+        yield (soc.bpu if segment.kind == "bpu" else soc.cpu).submit(task)
+        handle.segments.append({"segment": index, "kind": segment.kind, "start_ps": start,
+                                "end_ps": env.now, "busy_ps": task.busy_ps,
+                                "pending_ps": task.pending_ps})
+    if not handle.cancelled:
+        feeds = {}
+        for name, buf in zip(model.graph.inputs, ins, strict=True):
+            t = model.graph.tensors[name]
+            size = math.prod(t.shape) * np.dtype(t.dtype).itemsize
+            feeds[name] = buf.data[:size].view(t.dtype).reshape(t.shape).copy()
+        try:
+            results = model.run(feeds)
+        except InputError as exc:
+            handle.error = str(exc)
+        else:
+            for name, buf in zip(model.graph.outputs, outs, strict=True):
+                raw = np.ascontiguousarray(results[name]).view(np.uint8).reshape(-1)
+                buf.data[:raw.size] = raw
+    for buf in (*ins, *outs):
+        soc.pool.unpin(buf)
+    handle.finished_ps = env.now
+    handle.completed.succeed()
+
+
+@status.c_function(HB_DNN_WRONG_THREAD)
+def hbDNNWaitTaskDone(taskHandle: Any, timeout: Any) -> int:
+    """Wait for the task; `timeout` in ms, <= 0 waits until it is done (simulated time)."""
+    sess, thread = session.caller()
+    handle = _live_task(taskHandle, sess)
+    if handle is None:
+        return HB_DNN_INVALID_TASK_HANDLE
+    wait = status.timeout_ps(timeout)
+    if wait is False:
+        return HB_DNN_INVALID_ARGUMENT
+    result = thread.wait(handle.completed, wait, "hbDNNWaitTaskDone")
+    if result is WaitResult.TIMEOUT:
+        return HB_DNN_TIMEOUT
+    if result is WaitResult.DEADLOCK:
+        return HB_DNN_DEADLOCK
+    return HB_DNN_RUN_TASK_FAILED if handle.error else HB_DNN_SUCCESS
+
+
+@status.c_function(HB_DNN_WRONG_THREAD)
+def hbDNNReleaseTask(taskHandle: Any) -> int:
+    """Release a task: a finished one at once; an unfinished one is cancelled at its next
+    segment boundary (its outputs are not written) and its slot freed when it stops."""
+    sess, thread = session.caller()
+    with thread.call("hbDNNReleaseTask"):
+        handle = _live_task(taskHandle, sess)
+        if handle is None:
+            return HB_DNN_INVALID_TASK_HANDLE
+        handle.released = True
+
+        def free(_event: simpy.Event | None = None) -> None:
+            _TASKS_ALIVE[sess] -= 1
+            handle.dnn.tasks_alive -= 1
+
+        if handle.completed.triggered:
+            free()
+        else:
+            handle.cancelled = True
+            handle.completed.callbacks.append(free)
+        return HB_DNN_SUCCESS
+
+
+def hbDNNGetErrorDesc(errorCode: int) -> str:
+    return status.describe(errorCode)

@@ -368,6 +368,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
             return nn_commands.run_compile(args, lambda: _resolve(args),
                                            lambda label: _progress(args, label), _emit_json)
+        if args.command == "perf":
+            from emu.cli import nn_commands
+
+            return nn_commands.run_perf(args, lambda: _resolve(args), _emit_json)
         if args.command == "infer":
             from emu.cli import nn_commands
 

@@ -17,6 +17,8 @@ from emu.errors import InputError
 CALIB_SAMPLES = (1, 10_000)
 TOP_K = (1, 1000)
 MAX_TIME_PER_FC_US = (0.0, 1e7)
+PERF_THREADS = (1, 64)
+PERF_FRAMES = (1, 1_000_000)
 
 
 def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
@@ -67,6 +69,29 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
     comp.add_argument("--html", metavar="FILE.html",
                       help="also write the static estimate as an HTML page with a "
                            "per-layer chart (needs matplotlib: pip install 'emu[plot]')")
+
+    perf = commands.add_parser(
+        "perf", parents=parents,
+        help="latency and FPS of a compiled model from host threads (hrt_model_exec perf)",
+        description="Run a compiled model through hbDNN from --thread-num host threads, each "
+                    "inferring in a loop, until --frame-count frames are done: average, min, "
+                    "max, p50 and p99 latency and FPS in simulated time, and the per-segment "
+                    "profile. Outputs are not computed (the timing is the same).")
+    perf.add_argument("model_file", metavar="FILE.hbm")
+    perf.add_argument("--model-name", metavar="NAME",
+                      help="the model of a file that packs several")
+    perf.add_argument("--thread-num", type=whole(*PERF_THREADS), default=1, metavar="N",
+                      help=f"host threads inferring at once ({PERF_THREADS[0]} to "
+                           f"{PERF_THREADS[1]}, default 1)")
+    perf.add_argument("--core-id", type=int, choices=[0, 1, 2], default=0,
+                      help="0 any core (default), 1 core 0, 2 core 1")
+    perf.add_argument("--frame-count", type=whole(*PERF_FRAMES), default=200, metavar="N",
+                      help=f"frames in all ({PERF_FRAMES[0]} to {PERF_FRAMES[1]}, default 200)")
+    perf.add_argument("--priority", type=whole(0, 255), default=0, metavar="P",
+                      help="task priority, 0 to 255 (255 preempts at function-call "
+                           "boundaries; default 0)")
+    perf.add_argument("--profile", metavar="FILE.json",
+                      help="write the per-segment profile as JSON (a regular file is replaced)")
 
     infer = commands.add_parser(
         "infer", parents=parents,
@@ -287,4 +312,43 @@ def run_infer(args: argparse.Namespace, resolve: Callable[[], Any],
           f"(BPU {simulated['bpu_ms']:.4f} ms, CPU {simulated['cpu_ms']:.4f} ms)")
     if out is not None:
         print(f"wrote {len(results)} output(s) to {out}")
+    return 0
+
+
+def run_perf(args: argparse.Namespace, resolve: Callable[[], Any],
+             emit_json: Callable[[Any], None]) -> int:
+    from emu.report import outputs
+
+    profile = None if args.profile is None else outputs.check_file("--profile", args.profile)
+    if not Path(args.model_file).is_file():
+        raise InputError(f"{args.model_file}: no such file")
+    resolve()  # configuration errors before any work
+
+    from emu.nn import compiler
+    from emu.report.document import dumps, write_atomic
+    from emu.workloads import nn_perf
+
+    compiler.pick(compiler.load_file(args.model_file), args.model_name, args.model_file)
+    doc = nn_perf.run_perf(args.model_file, args.model_name, args.thread_num, args.core_id,
+                           args.frame_count, args.priority, args.preset, args.config,
+                           args.overrides)
+    if profile is not None:
+        write_atomic(profile, dumps(doc["profile"]))
+    if args.json:
+        emit_json(doc)
+        return 0
+    lat = doc["latency_ms"]
+    print(f"{doc['model']}: {doc['frames']} frames, {doc['threads']} thread(s), core-id "
+          f"{doc['core_id']}, priority {doc['priority']} (simulated time)")
+    print(f"latency ms: avg {lat['avg']:.4f}  min {lat['min']:.4f}  max {lat['max']:.4f}  "
+          f"p50 {lat['p50']:.4f}  p99 {lat['p99']:.4f}")
+    print(f"FPS: {doc['fps']:.2f}")
+    prof = doc["profile"]
+    print(f"per frame: BPU {prof['bpu_ms']:.4f} ms, CPU {prof['cpu_ms']:.4f} ms, task pending "
+          f"{prof['task_pending_ms']:.4f} ms, task running {prof['task_running_ms']:.4f} ms")
+    for seg in prof["segments"]:
+        print(f"  segment {seg['segment']} {seg['kind']:10s} busy {seg['busy_ms']:.4f} ms, "
+              f"queued {seg['pending_ms']:.4f} ms")
+    if profile is not None:
+        print(f"wrote {profile}")
     return 0

@@ -216,6 +216,7 @@ class hbPackedDNNHandle:
         self.models = models
         self.handles = {m.name: hbDNNHandle(self, m) for m in models}
         self.released = False
+        self.compute_outputs = True  # see `set_timing_only`
 
     def __repr__(self) -> str:
         names = ", ".join(m.name for m in self.models)
@@ -582,7 +583,7 @@ def _run(sess: session.Session, handle: hbDNNTask, ins: list[PoolBuffer],
         handle.segments.append({"segment": index, "kind": segment.kind, "start_ps": start,
                                 "end_ps": env.now, "busy_ps": task.busy_ps,
                                 "pending_ps": task.pending_ps})
-    if not handle.cancelled:
+    if not handle.cancelled and handle.dnn.packed.compute_outputs:
         feeds = {}
         for name, buf in zip(model.graph.inputs, ins, strict=True):
             t = model.graph.tensors[name]
@@ -645,3 +646,11 @@ def hbDNNReleaseTask(taskHandle: Any) -> int:
 
 def hbDNNGetErrorDesc(errorCode: int) -> str:
     return status.describe(errorCode)
+
+
+def set_timing_only(packedDNNHandle: hbPackedDNNHandle, on: bool = True) -> None:
+    """The emulator's own switch, not a board API: with `on`, the models of this packed
+    handle are timed exactly as before but their outputs are not computed (the output
+    buffers keep what they held). `emu perf` uses it, as `hrt_model_exec perf` discards
+    the outputs."""
+    packedDNNHandle.compute_outputs = not on

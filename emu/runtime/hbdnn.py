@@ -20,8 +20,8 @@ the outputs are computed exactly (`CompiledModel.run`) from the input buffers an
 the output buffers, and the task completes. Its buffers are pinned in the pool until then.
 
 This is the first part of the runtime (issue 12): loading, model and tensor queries,
-`hbDNNInfer` with the 32-task limit, waiting, releasing, the error codes. Not here yet:
-`more` chaining, `hbDNNRoiInfer`, `hbDNNResize`, plugin layers, task-done callbacks, DSP
+`hbDNNInfer` with the 32-task limit and `more` chaining, waiting, task-done callbacks,
+releasing, the error codes. Not here yet: `hbDNNRoiInfer`, `hbDNNResize`, plugin layers, DSP
 nodes on the DSP queues, CPU nodes as cache-modelled CPU work, NV12_SEPARATE inputs and
 padding to `alignedShape`; a call that needs one of them returns
 `HB_DNN_API_USE_ERROR` with a description that says so.
@@ -37,7 +37,7 @@ import math
 import weakref
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -56,6 +56,7 @@ HB_DNN_VERSION_MINOR = 1
 HB_DNN_VERSION_PATCH = 0
 HB_DNN_TENSOR_MAX_DIMENSIONS = 8
 MAX_TASKS = 32  # model tasks alive at once (hbDNNInfer's documented limit)
+MAX_CHAINED = 255  # models one task may chain with `more`
 
 HB_BPU_CORE_ANY = 0
 HB_BPU_CORE_0 = 1 << 0
@@ -107,8 +108,8 @@ HB_DNN_MODEL_IS_RUNNING = status.define(
     -6000013, "hbDNN: a task of a model of this packed handle has not been released")
 HB_DNN_INCOMPATIBLE_MODEL = status.define(-6000014, "hbDNN: incompatible model")
 HB_DNN_API_USE_ERROR = status.define(
-    -6000015, "hbDNN: not supported by this emulator yet (more chaining, NV12_SEPARATE, "
-              "tensors padded to alignedShape)")
+    -6000015, "hbDNN: not supported by this emulator yet (NV12_SEPARATE, tensors padded to "
+              "alignedShape)")
 HB_DNN_WRONG_THREAD = status.define_wrong_thread(-6000101, "hbDNN")
 HB_DNN_DEADLOCK = status.define(
     -6000102, "hbDNN: the task can never finish: nothing left in the simulation can run it")
@@ -248,20 +249,32 @@ class hbDNNHandle:
         return f"<hbDNNHandle {self.model.name!r}>"
 
 
-class hbDNNTask:
-    """A task handle returned by hbDNNInfer; its figures once it is done."""
+class _Entry(NamedTuple):
+    """One model of a task: its handle and the pool buffers of its inputs and outputs."""
 
-    def __init__(self, sess: session.Session, dnn: hbDNNHandle, name: str) -> None:
+    dnn: hbDNNHandle
+    inputs: list[PoolBuffer]
+    outputs: list[PoolBuffer]
+
+
+class hbDNNTask:
+    """A task handle returned by hbDNNInfer: one model, or up to `MAX_CHAINED` chained with
+    `more`; its figures once it is done."""
+
+    def __init__(self, sess: session.Session, name: str, core: int, priority: int,
+                 custom_id: int) -> None:
         self.session = sess
-        self.dnn = dnn
         self.name = name
+        self.core, self.priority, self.custom_id = core, priority, custom_id
+        self.entries: list[_Entry] = []
+        self.open = True  # `more` was set: more models may join before it starts
         self.completed: simpy.Event = sess.soc.env.event()
         self.released = False
         self.cancelled = False
         self.error: str | None = None
         self.submitted_ps = sess.now_ps
         self.finished_ps = -1
-        self.segments: list[dict[str, Any]] = []  # per segment: kind, start, end, busy
+        self.segments: list[dict[str, Any]] = []  # per segment: model, kind, times
 
     def __repr__(self) -> str:
         return f"<hbDNNTask {self.name!r}{' released' if self.released else ''}>"
@@ -511,10 +524,13 @@ def _tensor_buffers(tensors: Any, names: Sequence[str], model: CompiledModel,
 
 
 @status.c_function((HB_DNN_WRONG_THREAD, None))
-def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any
-               ) -> tuple[int, hbDNNTask | None]:
+def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
+               taskHandle: Any = None) -> tuple[int, hbDNNTask | None]:
     """Queue one inference of `dnnHandle` on `input` -> `output` (lists of hbDNNTensor in
-    the model's order); returns (rc, task) at once."""
+    the model's order); returns (rc, task) at once. C's in/out `taskHandle` is the last
+    parameter: None (C's nullptr) makes a new task; a task returned by a call with
+    `inferCtrlParam.more` set takes this model too, and the task starts with the first
+    call whose `more` is 0 (its models then run one after another; up to 255)."""
     sess, thread = session.caller()
     with thread.call("hbDNNInfer") as call:
         dnn = _live_dnn(dnnHandle, sess)
@@ -533,8 +549,13 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any
         core = _BPU_CORES[core_id]
         if core >= sess.soc.bpu.cores:
             return HB_DNN_INVALID_ARGUMENT, None
-        if more:
-            return HB_DNN_API_USE_ERROR, None
+        joined = None
+        if taskHandle is not None:
+            joined = _live_task(taskHandle, sess)
+            if joined is None or not joined.open:
+                return HB_DNN_INVALID_TASK_HANDLE, None
+            if len(joined.entries) >= MAX_CHAINED:
+                return HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT, None
         model = dnn.model
         ins = _tensor_buffers(input, model.graph.inputs, model, sess)
         if isinstance(ins, int):
@@ -542,65 +563,81 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any
         outs = _tensor_buffers(output, model.graph.outputs, model, sess)
         if isinstance(outs, int):
             return outs, None
-        if _TASKS_ALIVE.get(sess, 0) >= MAX_TASKS:
-            return HB_DNN_TASK_NUM_EXCEED_LIMIT, None
-        _TASKS_ALIVE[sess] = _TASKS_ALIVE.get(sess, 0) + 1
+        if joined is not None:
+            handle = joined
+        else:
+            if _TASKS_ALIVE.get(sess, 0) >= MAX_TASKS:
+                return HB_DNN_TASK_NUM_EXCEED_LIMIT, None
+            _TASKS_ALIVE[sess] = _TASKS_ALIVE.get(sess, 0) + 1
+            handle = hbDNNTask(sess, f"{model.name} #{sess.next_serial()}", core, priority,
+                               custom_id)
+        handle.entries.append(_Entry(dnn, ins, outs))
         dnn.tasks_alive += 1
-        handle = hbDNNTask(sess, dnn, f"{model.name} #{sess.next_serial()}")
         for buf in (*ins, *outs):
             sess.soc.pool.pin(buf)
-        sess.soc.env.process(_run(sess, handle, ins, outs, core, priority, custom_id, call))
+        if not more:
+            handle.open = False
+            sess.soc.env.process(_run(sess, handle, call))
         return HB_DNN_SUCCESS, handle
 
 
-def _run(sess: session.Session, handle: hbDNNTask, ins: list[PoolBuffer],
-         outs: list[PoolBuffer], core: int, priority: int, custom_id: int,
-         call: Any) -> Generator[simpy.Event, Any, None]:
-    """The task's segments in order, then its outputs (see the module docstring)."""
-    model = handle.dnn.model
+def _run(sess: session.Session, handle: hbDNNTask, call: Any
+         ) -> Generator[simpy.Event, Any, None]:
+    """The task's models one after another, each segment by segment, then each model's
+    outputs (see the module docstring)."""
     soc = sess.soc
     env = soc.env
-    cpu_ps, subgraphs, resident = handle.dnn.plan()
     linked = False
-    for index, segment in enumerate(model.segments):
-        if handle.cancelled:
-            break
-        start = env.now
-        if segment.kind == "bpu":
-            task = soc.bpu.model_task(
-                f"{handle.name} bpu{index}", subgraphs[index],
-                spans=model.function_calls.get(index), resident_weights=resident, core=core,
-                priority=priority, custom_id=custom_id)
-        elif index in cpu_ps:
-            task = Task(f"{handle.name} {segment.kind}{index}",
-                        [Stage(segment.kind, cpu_ps[index])], priority=priority)
-        else:
-            continue
-        if not linked:
-            call.link(task)
-            linked = True
-        yield (soc.bpu if segment.kind == "bpu" else soc.cpu).submit(task)
-        handle.segments.append({"segment": index, "kind": segment.kind, "start_ps": start,
-                                "end_ps": env.now, "busy_ps": task.busy_ps,
-                                "pending_ps": task.pending_ps})
-    if not handle.cancelled and handle.dnn.packed.compute_outputs:
-        feeds = {}
-        for name, buf in zip(model.graph.inputs, ins, strict=True):
-            t = model.graph.tensors[name]
-            size = math.prod(t.shape) * np.dtype(t.dtype).itemsize
-            feeds[name] = buf.data[:size].view(t.dtype).reshape(t.shape).copy()
-        try:
-            results = model.run(feeds)
-        except InputError as exc:
-            handle.error = str(exc)
-        else:
-            for name, buf in zip(model.graph.outputs, outs, strict=True):
-                raw = np.ascontiguousarray(results[name]).view(np.uint8).reshape(-1)
-                buf.data[:raw.size] = raw
-    for buf in (*ins, *outs):
-        soc.pool.unpin(buf)
+    for number, entry in enumerate(handle.entries):
+        model = entry.dnn.model
+        cpu_ps, subgraphs, resident = entry.dnn.plan()
+        for index, segment in enumerate(model.segments):
+            if handle.cancelled:
+                break
+            start = env.now
+            label = f"{handle.name} m{number} {segment.kind}{index}"
+            if segment.kind == "bpu":
+                task = soc.bpu.model_task(
+                    label, subgraphs[index], spans=model.function_calls.get(index),
+                    resident_weights=resident, core=handle.core, priority=handle.priority,
+                    custom_id=handle.custom_id)
+            elif index in cpu_ps:
+                task = Task(label, [Stage(segment.kind, cpu_ps[index])],
+                            priority=handle.priority)
+            else:
+                continue
+            if not linked:
+                call.link(task)
+                linked = True
+            yield (soc.bpu if segment.kind == "bpu" else soc.cpu).submit(task)
+            handle.segments.append({"model": number, "segment": index, "kind": segment.kind,
+                                    "start_ps": start, "end_ps": env.now,
+                                    "busy_ps": task.busy_ps, "pending_ps": task.pending_ps})
+    for entry in handle.entries:
+        if not handle.cancelled and entry.dnn.packed.compute_outputs:
+            _compute(handle, entry)
+        for buf in (*entry.inputs, *entry.outputs):
+            soc.pool.unpin(buf)
     handle.finished_ps = env.now
     handle.completed.succeed()
+
+
+def _compute(handle: hbDNNTask, entry: _Entry) -> None:
+    """One model's outputs, exactly, from its input buffers into its output buffers."""
+    model = entry.dnn.model
+    feeds = {}
+    for name, buf in zip(model.graph.inputs, entry.inputs, strict=True):
+        t = model.graph.tensors[name]
+        size = math.prod(t.shape) * np.dtype(t.dtype).itemsize
+        feeds[name] = buf.data[:size].view(t.dtype).reshape(t.shape).copy()
+    try:
+        results = model.run(feeds)
+    except InputError as exc:
+        handle.error = str(exc)
+        return
+    for name, buf in zip(model.graph.outputs, entry.outputs, strict=True):
+        raw = np.ascontiguousarray(results[name]).view(np.uint8).reshape(-1)
+        buf.data[:raw.size] = raw
 
 
 @status.c_function(HB_DNN_WRONG_THREAD)
@@ -634,14 +671,39 @@ def hbDNNReleaseTask(taskHandle: Any) -> int:
 
         def free(_event: simpy.Event | None = None) -> None:
             _TASKS_ALIVE[sess] -= 1
-            handle.dnn.tasks_alive -= 1
+            for entry in handle.entries:
+                entry.dnn.tasks_alive -= 1
 
-        if handle.completed.triggered:
+        if handle.open:  # chained with `more` and never started: nothing runs
+            handle.open = False
+            for entry in handle.entries:
+                for buf in (*entry.inputs, *entry.outputs):
+                    sess.soc.pool.unpin(buf)
+            free()
+        elif handle.completed.triggered:
             free()
         else:
             handle.cancelled = True
             handle.completed.callbacks.append(free)
         return HB_DNN_SUCCESS
+
+
+@status.c_function(HB_DNN_WRONG_THREAD)
+def hbDNNSetTaskDoneCb(taskHandle: Any, cb: Any, userdata: Any = None) -> int:
+    """Call `cb(taskHandle, status, userdata)` when the task completes, on the session's
+    callback thread at the completion's simulated time (at once, there, if it is done)."""
+    sess = session.current()
+    handle = _live_task(taskHandle, sess)
+    if handle is None:
+        return HB_DNN_INVALID_TASK_HANDLE
+    if not callable(cb):
+        return HB_DNN_INVALID_ARGUMENT
+
+    def done() -> None:
+        cb(handle, HB_DNN_RUN_TASK_FAILED if handle.error else HB_DNN_SUCCESS, userdata)
+
+    sess.call_when_done(handle.completed, done)
+    return HB_DNN_SUCCESS
 
 
 def hbDNNGetErrorDesc(errorCode: int) -> str:

@@ -180,7 +180,7 @@ def test_misuse_returns_error_codes(sess, model_file, tmp_path):
     inputs, outputs = _tensors(handle, False), _tensors(handle, True)
     for fields, code in (({"priority": 256}, dnn.HB_DNN_INVALID_ARGUMENT),
                          ({"bpuCoreId": 3}, dnn.HB_DNN_INVALID_ARGUMENT),
-                         ({"more": 1}, dnn.HB_DNN_API_USE_ERROR),
+                         ({"more": 2}, dnn.HB_DNN_INVALID_ARGUMENT),
                          ({"customId": "x"}, dnn.HB_DNN_INVALID_ARGUMENT)):
         assert _infer(handle, inputs, outputs, **fields) == (code, None)
     assert dnn.hbDNNInfer(outputs, inputs, handle, None) == (dnn.HB_DNN_INVALID_ARGUMENT, None)
@@ -206,3 +206,57 @@ def test_misuse_returns_error_codes(sess, model_file, tmp_path):
     assert "32 model tasks" in dnn.hbDNNGetErrorDesc(dnn.HB_DNN_TASK_NUM_EXCEED_LIMIT)
     assert dnn.HB_DNN_TASK_NUM_EXCEED_LIMIT == -6000009
     assert dnn.hbDNNGetVersion() == "1.1.0"
+
+
+def test_task_done_callbacks_run_at_completion(sess, model_file):
+    packed = _load(model_file)
+    _, handle = dnn.hbDNNGetModelHandle(packed, "mnv2")
+    seen = []
+    rc, task = _infer(handle, _tensors(handle, False), _tensors(handle, True))
+    assert rc == 0
+
+    def cb(t, code, userdata):
+        seen.append((t, code, userdata, sess.now_ps))
+
+    assert dnn.hbDNNSetTaskDoneCb(task, cb, "mine") == 0
+    assert dnn.hbDNNSetTaskDoneCb(task, "not callable") == dnn.HB_DNN_INVALID_ARGUMENT
+    assert dnn.hbDNNSetTaskDoneCb("task", cb) == dnn.HB_DNN_INVALID_TASK_HANDLE
+    assert dnn.hbDNNWaitTaskDone(task, 0) == 0
+    sess.run()
+    assert [(t, code, data) for t, code, data, _ in seen] == [(task, 0, "mine")]
+    assert seen[0][3] == task.finished_ps
+
+
+def test_more_chains_models_into_one_task(sess, model_file):
+    packed = _load(model_file)
+    _, mnv2 = dnn.hbDNNGetModelHandle(packed, "mnv2")
+    _, seg = dnn.hbDNNGetModelHandle(packed, "seg")
+    a_in, a_out = _tensors(mnv2, False), _tensors(mnv2, True)
+    b_in, b_out = _tensors(seg, False), _tensors(seg, True)
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    a_in[0].sysMem[0].virAddr[:x.nbytes] = x.view(np.uint8).reshape(-1)
+    start = sess.now_ps
+    rc, task = _infer(mnv2, a_in, a_out, more=1)
+    assert rc == 0
+    assert dnn.hbDNNWaitTaskDone(task, 1) == dnn.HB_DNN_TIMEOUT  # not started: more is set
+    assert task.segments == []
+    ctrl = dnn.hbDNNInferCtrlParam()
+    dnn.HB_DNN_INITIALIZE_INFER_CTRL_PARAM(ctrl)
+    rc, same = dnn.hbDNNInfer(b_out, b_in, seg, ctrl, task)
+    assert rc == 0 and same is task
+    assert dnn.hbDNNWaitTaskDone(task, 0) == 0
+    assert [s["model"] for s in task.segments] == [0] * 3 + [1] * 7  # one after the other
+    (model,) = [m for m in compiler.load_file(model_file) if m.name == "mnv2"]
+    want = model.run({"input": x})["logits"]
+    got = a_out[0].sysMem[0].virAddr[:want.nbytes].view(np.float32).reshape(want.shape)
+    assert np.array_equal(got, want)
+    assert task.finished_ps - start > 0
+    # a started task takes no more models; a released one neither
+    assert dnn.hbDNNInfer(b_out, b_in, seg, ctrl, task) == (dnn.HB_DNN_INVALID_TASK_HANDLE,
+                                                            None)
+    assert dnn.hbDNNReleaseTask(task) == 0
+    # a chain never closed is dropped by its release, its buffers free again
+    rc, open_task = _infer(mnv2, a_in, a_out, more=True)
+    assert dnn.hbDNNReleaseTask(open_task) == 0
+    assert hbSysFreeMem(a_in[0].sysMem[0]) == 0
+    assert dnn.hbDNNRelease(packed) == 0

@@ -260,3 +260,26 @@ def test_more_chains_models_into_one_task(sess, model_file):
     assert dnn.hbDNNReleaseTask(open_task) == 0
     assert hbSysFreeMem(a_in[0].sysMem[0]) == 0
     assert dnn.hbDNNRelease(packed) == 0
+
+
+def test_the_c_style_two_model_example_runs_and_its_timeline_is_deterministic(
+        tmp_path, capsys):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    try:
+        import hbdnn_two_models as example
+    finally:
+        sys.path.pop(0)
+    model = example.compile_models(tmp_path)
+    runs = []
+    for k in range(2):
+        report, trace = tmp_path / f"r{k}.json", tmp_path / f"t{k}.json"
+        assert example.main(["--model", str(model), "--frames", "2", "--report", str(report),
+                             "--trace", str(trace)]) == 0
+        runs.append((capsys.readouterr().out, report.read_bytes(), trace.read_bytes()))
+    assert runs[0] == runs[1]
+    out = runs[0][0]
+    assert "16 inferences from 8 threads" in out
+    assert "model mobilenetv2" in out and "model resnet18" in out

@@ -9,8 +9,9 @@ The steps, each in its own module:
    the network (`preprocess.py`); the compiled input is then the uint8 image;
 4. `placement.place`: BPU / CPU / DSP per op, segments;
 5. `quantize.calibrate` on the calibration samples, `quantize.quantize`: the integer
-   model; `quantize.accuracy` compares it with the float graph on the same samples and the
-   model is flagged when an output's cosine similarity falls below `ACCURACY_FLOOR`;
+   model; `quantize.accuracy` compares it with the float graph on (up to four of) the same
+   samples and the model is flagged when an output's cosine similarity falls below
+   `ACCURACY_FLOOR`;
 6. `layers.layer_groups` and `timing.split_function_calls`: each BPU subgraph cut into
    function calls of at most `--max-time-per-fc` microseconds of estimated time on the
    hardware the compiler was given.

@@ -1,12 +1,16 @@
 """The BPU cores: a priority task queue whose tasks run a model function call by function call.
 
 A model task is the model's layer groups, split into function calls (FCs) as the compiler's
-`max_time_per_fc` does (`timing.split_function_calls`). Each FC is one stage, so a
-priority-255 task preempts only at an FC boundary, as on the board. Inside an FC the layer
-groups run in order: the layer group's fixed cost (and the FC's, before its first one),
-then its compute and its DDR traffic side by side; the layer group ends when both are
-done. The DDR bytes go through the shared DDR model, so a layer group slows down when
-other requesters (the DSPs, the CPUs, the other core) load the DDR.
+`max_time_per_fc` does (`timing.split_function_calls`). Each FC is one stage. Between two
+FCs a core takes the best task of the queue when its priority is higher than the running
+task's (J5's driver feeds the cores' FC FIFOs from its software priority queues, highest
+level first, FC by FC); so any higher-priority task, not only a priority-255 one,
+overtakes at the next FC boundary and never inside an FC, as on the board. Equal
+priorities do not overtake (customId and arrival order the queue, not a running task).
+Inside an FC the layer groups run in order: the layer group's fixed cost (and the FC's,
+before its first one), then its compute and its DDR traffic side by side; the layer group
+ends when both are done. The DDR bytes go through the shared DDR model, so a layer group
+slows down when other requesters (the DSPs, the CPUs, the other core) load the DDR.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ class BpuCores(CoreGroup):
         super().__init__(name, parent, env, cfg.cores, recorder, cfg.task_overhead_ps)
         self.cfg = cfg
         self.ddr = ddr
+
+    def _preempt_wanted(self, core: int, task: Task) -> bool:
+        """A waiting task this core may run, of higher priority than `task`."""
+        return any(t.priority > task.priority and t.core in (ANY_CORE, core)
+                   for t in self._pending)
 
     def model_task(
         self, name: str, layers: Sequence[LayerGroup], *, max_time_per_fc_ps: int = 0,

@@ -13,7 +13,7 @@
 What a task does on the emulated SoC, segment by segment of the compiled model
 (`emu/nn/placement.py`): a BPU subgraph is one task on the BPU cores' priority queue
 (`ctrl.priority`, then `customId`, then arrival; `bpuCoreId` pins it), run function call by
-function call, so a priority-255 task overtakes at function-call boundaries; a CPU segment
+function call, so a higher-priority task overtakes at function-call boundaries; a CPU segment
 (input quantize, output dequantize, an op the BPU does not run) is busy time on an A55 core,
 as long as the compiler's A55 model says (`emu/nn/estimate.py`). When the last segment ends
 the outputs are computed exactly (`CompiledModel.run`) from the input buffers and written to

@@ -3,6 +3,7 @@
 from collections.abc import Generator
 from typing import Any
 
+import pytest
 import simpy
 
 from emu.bpu.timing import LayerGroup, TensorRef, function_calls, split_function_calls
@@ -94,3 +95,31 @@ def test_resnet50_runs_timing_only_one_event_set_per_layer_group():
     soc.bpu.submit(task)
     soc.run()
     assert task.finished and soc.bpu.stats()["layer_groups"] == len(model)
+
+
+@pytest.mark.parametrize("fc_limit_ps, priority, overtakes", [
+    (45_000_000, 100, True),   # a higher priority gets in at the FC boundary
+    (0, 100, False),           # one FC: it waits for the whole model
+    (45_000_000, 0, False),    # the same priority: it waits its turn
+])
+def test_a_higher_priority_overtakes_at_the_next_function_call(fc_limit_ps, priority,
+                                                               overtakes):
+    soc = _soc()
+    model = [_layer(f"l{i}", 10, 100, src="in" if i == 0 else f"l{i - 1}") for i in range(4)]
+    low = soc.bpu.model_task("low", model, max_time_per_fc_ps=fc_limit_ps)
+    small = soc.bpu.model_task("small", [_layer("h", 10, 100)], priority=priority)
+    soc.bpu.submit(low)
+
+    def later() -> Generator[simpy.Event, Any, None]:
+        yield soc.env.timeout(10_000_000)  # in the middle of low's first FC
+        soc.bpu.submit(small)
+
+    soc.env.process(later())
+    soc.run()
+    assert (small.finished_ps < low.finished_ps) is overtakes
+    assert low.preemptions == (1 if overtakes else 0)
+    if overtakes:
+        calls = function_calls(model, soc.config.bpu,
+                               split_function_calls(model, soc.config.bpu, fc_limit_ps))
+        first_fc = 5000 + calls[0].time_ps
+        assert small.started_ps == first_fc

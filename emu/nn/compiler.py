@@ -299,24 +299,8 @@ def _read_samples(graph: Graph, folder: Path) -> list[dict[str, np.ndarray]]:
         else:
             with loaded:
                 feed = {k: loaded[k] for k in loaded.files}
-        samples.append(check_feeds(graph, feed, str(path)))
+        samples.append(execute.check_feeds(graph, feed, str(path)))
     return samples
-
-
-def check_feeds(graph: Graph, feeds: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
-    """`feeds` with every input of the graph, of its shape and dtype, or InputError."""
-    missing = [n for n in graph.inputs if n not in feeds]
-    extra = [n for n in feeds if n not in graph.inputs]
-    if missing or extra:
-        raise InputError(f"{where}: inputs {sorted(feeds)} do not match the model's "
-                         f"{list(graph.inputs)}")
-    for name in graph.inputs:
-        t = graph.tensors[name]
-        x = np.asarray(feeds[name])
-        if x.shape != t.shape or str(x.dtype) != t.dtype:
-            raise InputError(f"{where}: input {name!r} is {x.dtype} {x.shape}; the model "
-                             f"takes {t.dtype} {t.shape}")
-    return {n: np.asarray(feeds[n]) for n in graph.inputs}
 
 
 def compile_model(source: onnx.ModelProto | str | Path, name: str, options: CompileOptions,

@@ -80,31 +80,33 @@ LUT_OPS = {"Sigmoid": "sigmoid", "Silu": "silu", "HardSigmoid": "hardsigmoid"}
 # Feeds and conversions
 
 
-def check_feeds(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def check_feeds(graph: Graph, feeds: dict[str, np.ndarray],
+                where: str | None = None) -> dict[str, np.ndarray]:
     """The feeds if they name every graph input with its static shape and dtype, else a
-    one-line InputError."""
+    one-line InputError (starting with `where`, the file or option they came from)."""
+    def refuse(message: str) -> InputError:
+        return InputError(f"{where}: {message}" if where else message)
+
     if not isinstance(feeds, dict):
-        raise InputError(f"feeds must be a dict of input name -> array, got "
-                         f"{type(feeds).__name__}")
+        raise refuse(f"feeds must be a dict of input name -> array, got "
+                     f"{type(feeds).__name__}")
     missing = [name for name in graph.inputs if name not in feeds]
     if missing:
-        raise InputError(f"missing feed for input {missing[0]!r} (inputs: "
-                         f"{', '.join(graph.inputs)})")
+        raise refuse(f"missing feed for input {missing[0]!r} (inputs: "
+                     f"{', '.join(graph.inputs)})")
     unknown = sorted(set(feeds) - set(graph.inputs))
     if unknown:
-        raise InputError(f"feed {unknown[0]!r} is not a model input (inputs: "
-                         f"{', '.join(graph.inputs)})")
+        raise refuse(f"feed {unknown[0]!r} is not a model input (inputs: "
+                     f"{', '.join(graph.inputs)})")
     for name in graph.inputs:
         value, tensor = feeds[name], graph.tensors[name]
         if not isinstance(value, np.ndarray):
-            raise InputError(f"feed {name!r} must be a numpy array, got "
-                             f"{type(value).__name__}")
+            raise refuse(f"feed {name!r} must be a numpy array, got {type(value).__name__}")
+        wanted = f"the model takes {tensor.dtype} {tensor.shape}"
         if value.dtype != np.dtype(tensor.dtype):
-            raise InputError(f"feed {name!r} has dtype {value.dtype}, the model takes "
-                             f"{tensor.dtype}")
+            raise refuse(f"input {name!r} has dtype {value.dtype}; {wanted}")
         if value.shape != tensor.shape:
-            raise InputError(f"feed {name!r} has shape {value.shape}, the model takes "
-                             f"{tensor.shape}")
+            raise refuse(f"input {name!r} has shape {value.shape}; {wanted}")
     return dict(feeds)
 
 

@@ -181,16 +181,14 @@ class HostThread(abc.ABC):
 
     def run_model(self, name: str, layers: Sequence[LayerGroup], *,
                   priority: int = PRIORITY_LOWEST, custom_id: int = 0,
-                  max_time_per_fc_ps: int = 0, spans: Sequence[tuple[int, int]] | None = None,
-                  resident_weights: bool | None = None, core: int = ANY_CORE) -> Task:
-        """Run a model (its layer groups in order, in the function calls `spans` gives or
-        else of at most `max_time_per_fc_ps`) on a BPU core and wait for it; the finished
-        task says how long it ran and queued. The stand-in for hbDNN's infer-and-wait
-        until the hbDNN API exists."""
+                  max_time_per_fc_ps: int = 0) -> Task:
+        """Run a model's layer groups in order (in function calls of at most
+        `max_time_per_fc_ps`) on a BPU core and wait for it; the finished task says how
+        long it ran and queued. For synthetic networks (the cameras scenario); compiled
+        models go through hbDNN (`emu.runtime.hbdnn`)."""
         bpu = self.soc.bpu
         task = bpu.model_task(name, layers, priority=priority, custom_id=custom_id,
-                              max_time_per_fc_ps=max_time_per_fc_ps, spans=spans,
-                              resident_weights=resident_weights, core=core)
+                              max_time_per_fc_ps=max_time_per_fc_ps)
         self.wait(self.submit(bpu, task, "bpu submit"), None, f"bpu wait {name}")
         return task
 

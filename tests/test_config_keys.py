@@ -20,7 +20,7 @@ import simpy
 
 import emu
 from emu.chip import Soc
-from emu.nn import placement
+from emu.nn import layers, placement
 from emu.nn.estimate import estimate
 from emu.runtime import hbsys
 from emu.soc.config import load_config, schema_fields
@@ -99,8 +99,28 @@ def pool(overrides: tuple[str, ...]) -> Any:
         return rcs, [mem.phyAddr for mem in mems]
 
 
+def bpu_fifo(overrides: tuple[str, ...]) -> Any:
+    """When a priority-100 task that arrives during a long 8-FC model starts on the core."""
+    soc = Soc(load_config(overrides=overrides)).build()
+    graph = bpu_calibration.compiled("mobilenetv2", 32, 1, 10)
+    (segment,) = [s for s in placement.place(graph) if s.kind == "bpu"]
+    model = layers.layer_groups(graph, segment)
+    long = soc.bpu.model_task("long", model, spans=[(k * len(model) // 8, (k + 1) * len(model)
+                                                    // 8) for k in range(8)], core=0)
+    small = soc.bpu.model_task("small", model[:1], priority=100, core=0)
+    soc.bpu.submit(long)
+
+    def later() -> Generator[simpy.Event, Any, None]:
+        yield soc.env.timeout(1)
+        soc.bpu.submit(small)
+
+    soc.env.process(later())
+    soc.run()
+    return small.started_ps, long.finished_ps
+
+
 PROBES = {"pointcloud": pointcloud, "cameras": camera_scenario, "dsp": dsp, "pool": pool,
-          "idma_queue": idma_queue, "bpu_estimate": bpu_estimate}
+          "idma_queue": idma_queue, "bpu_estimate": bpu_estimate, "bpu_fifo": bpu_fifo}
 
 # key: (a legal non-preset value, probe, overrides both runs share so the key has a say)
 ROWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -155,6 +175,7 @@ ROWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "bpu.layer_overhead_cycles": ("100000", "cameras", ()),
     "bpu.fc_overhead_cycles": ("100000", "cameras", ()),
     "bpu.task_overhead_ps": ("1ms", "cameras", ()),
+    "bpu.fc_fifo_depth": ("2", "bpu_fifo", ()),
     "vdsp.cores": ("1", "dsp", ()),
     "vdsp.freq_hz": ("800MHz", "pointcloud", ()),
     "vdsp.vliw_slots": ("3", "pointcloud", ()),

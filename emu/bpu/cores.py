@@ -1,12 +1,18 @@
 """The BPU cores: a priority task queue whose tasks run a model function call by function call.
 
 A model task is the model's layer groups, split into function calls (FCs) as the compiler's
-`max_time_per_fc` does (`timing.split_function_calls`). Each FC is one stage. Between two
-FCs a core takes the best task of the queue when its priority is higher than the running
-task's (J5's driver feeds the cores' FC FIFOs from its software priority queues, highest
-level first, FC by FC); so any higher-priority task, not only a priority-255 one,
-overtakes at the next FC boundary and never inside an FC, as on the board. Equal
-priorities do not overtake (customId and arrival order the queue, not a running task).
+`max_time_per_fc` does (`timing.split_function_calls`). Each FC is one stage.
+
+Scheduling follows J5's driver (`shared/calibration/j5_bpu.md`): software priority queues
+(priority, then customId, then arrival) feed each core's two hardware FC FIFOs, a low and a
+high one of `bpu.fc_fifo_depth` entries; priority 255 goes to the high FIFO, which the core
+serves first, so a waiting 255 task takes the core at the running task's next FC boundary.
+Every other task goes through the low FIFO: the driver keeps it filled with the running
+task's next FCs, so a task of higher priority that arrives meanwhile runs only after the
+FCs already queued there, at most `fc_fifo_depth` of them (with J5's 1024, after the
+running task, unless that task has more FCs left than the FIFO holds). Nothing overtakes
+inside an FC; equal priorities never overtake (customId and arrival order the queue).
+
 Inside an FC the layer groups run in order: the layer group's fixed cost (and the FC's,
 before its first one), then its compute and its DDR traffic side by side; the layer group
 ends when both are done. The DDR bytes go through the shared DDR model, so a layer group
@@ -25,7 +31,16 @@ from emu.bpu.timing import FunctionCall, LayerGroup
 from emu.mem.ddr import Ddr
 from emu.soc.component import Component
 from emu.soc.config import BpuConfig
-from emu.soc.sched import ANY_CORE, PRIORITY_LOWEST, CoreGroup, CoreSlot, Stage, StageBody, Task
+from emu.soc.sched import (
+    ANY_CORE,
+    PRIORITY_LOWEST,
+    PRIORITY_PREEMPT,
+    CoreGroup,
+    CoreSlot,
+    Stage,
+    StageBody,
+    Task,
+)
 from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
 
@@ -40,11 +55,41 @@ class BpuCores(CoreGroup):
         super().__init__(name, parent, env, cfg.cores, recorder, cfg.task_overhead_ps)
         self.cfg = cfg
         self.ddr = ddr
+        # Per core: the running task these barriers are for, and per waiting task the
+        # stage index from which it may take over (see `submit`).
+        self._fifo_owner = [-1] * cfg.cores
+        self._overtake_at: list[dict[int, int]] = [{} for _ in range(cfg.cores)]
+
+    def submit(self, task: Task) -> simpy.Event:
+        done = super().submit(task)
+        if task.started_ps < 0 and task.priority < PRIORITY_PREEMPT:
+            # Still waiting: on each core running a task it outranks, it may take over once
+            # the FCs that task has in the low FIFO now have run.
+            depth = self.cfg.fc_fifo_depth
+            for core, running in enumerate(self._running):
+                if running is None or running.priority >= task.priority \
+                        or task.core not in (ANY_CORE, core):
+                    continue
+                if self._fifo_owner[core] != running.seq:
+                    self._fifo_owner[core], self._overtake_at[core] = running.seq, {}
+                queued = min(depth, len(running.stages) - running.next_stage - 1)
+                self._overtake_at[core][task.seq] = running.next_stage + 1 + queued
+        return done
 
     def _preempt_wanted(self, core: int, task: Task) -> bool:
-        """A waiting task this core may run, of higher priority than `task`."""
-        return any(t.priority > task.priority and t.core in (ANY_CORE, core)
-                   for t in self._pending)
+        """Whether a waiting task takes this core from `task` at this FC boundary: a
+        priority-255 one (the high FIFO), or one of higher priority whose turn in the low
+        FIFO has come."""
+        if task.priority >= PRIORITY_PREEMPT:
+            return False
+        barriers = self._overtake_at[core] if self._fifo_owner[core] == task.seq else {}
+        for t in self._pending:
+            if t.core not in (ANY_CORE, core) or t.priority <= task.priority:
+                continue
+            if t.priority >= PRIORITY_PREEMPT or task.next_stage >= barriers.get(t.seq,
+                                                                                  len(task.stages)):
+                return True
+        return False
 
     def model_task(
         self, name: str, layers: Sequence[LayerGroup], *, max_time_per_fc_ps: int = 0,

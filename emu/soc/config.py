@@ -204,6 +204,10 @@ class BpuConfig:
     fc_overhead_cycles: int = _cycles("fixed cost of one function call (fetch from the "
                                       "hardware FIFO, start, completion)")
     task_overhead_ps: int = _time("fixed cost of starting a task on a core")
+    fc_fifo_depth: int = param(
+        "count", "function calls each of a core's two hardware FIFOs (low and high priority) "
+        "holds: a waiting task of higher priority, below 255, runs only after the FCs "
+        "already queued there", minimum=0, maximum=1 << 20)
 
 
 @dataclass(frozen=True)

@@ -97,14 +97,17 @@ def test_resnet50_runs_timing_only_one_event_set_per_layer_group():
     assert task.finished and soc.bpu.stats()["layer_groups"] == len(model)
 
 
-@pytest.mark.parametrize("fc_limit_ps, priority, overtakes", [
-    (45_000_000, 100, True),   # a higher priority gets in at the FC boundary
-    (0, 100, False),           # one FC: it waits for the whole model
-    (45_000_000, 0, False),    # the same priority: it waits its turn
+@pytest.mark.parametrize("fc_limit_ps, priority, depth, after_fcs", [
+    (25_000_000, 255, 1024, 1),   # 255 goes to the high FIFO: in at the next FC boundary
+    (25_000_000, 100, 0, 1),      # no FC queued in the low FIFO: in at the next boundary
+    (25_000_000, 100, 1, 2),      # one FC queued ahead of it: in one FC later
+    (25_000_000, 100, 1024, None),  # J5's FIFO holds the rest of the model: it waits
+    (0, 255, 1024, None),         # one FC: even 255 waits for the whole model
+    (25_000_000, 0, 0, None),     # the same priority: it waits its turn
 ])
-def test_a_higher_priority_overtakes_at_the_next_function_call(fc_limit_ps, priority,
-                                                               overtakes):
-    soc = _soc()
+def test_a_higher_priority_overtakes_after_the_fcs_queued_in_the_hardware_fifo(
+        fc_limit_ps, priority, depth, after_fcs):
+    soc = _soc(f"bpu.fc_fifo_depth={depth}")
     model = [_layer(f"l{i}", 10, 100, src="in" if i == 0 else f"l{i - 1}") for i in range(4)]
     low = soc.bpu.model_task("low", model, max_time_per_fc_ps=fc_limit_ps)
     small = soc.bpu.model_task("small", [_layer("h", 10, 100)], priority=priority)
@@ -116,10 +119,11 @@ def test_a_higher_priority_overtakes_at_the_next_function_call(fc_limit_ps, prio
 
     soc.env.process(later())
     soc.run()
+    calls = function_calls(model, soc.config.bpu,
+                           split_function_calls(model, soc.config.bpu, fc_limit_ps))
+    assert len(calls) == (4 if fc_limit_ps else 1)
+    overtakes = after_fcs is not None
     assert (small.finished_ps < low.finished_ps) is overtakes
     assert low.preemptions == (1 if overtakes else 0)
     if overtakes:
-        calls = function_calls(model, soc.config.bpu,
-                               split_function_calls(model, soc.config.bpu, fc_limit_ps))
-        first_fc = 5000 + calls[0].time_ps
-        assert small.started_ps == first_fc
+        assert small.started_ps == 5000 + sum(c.time_ps for c in calls[:after_fcs])

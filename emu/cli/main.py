@@ -197,8 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    help=item.description.split(";")[0],
                                    description=item.description)
         for option in item.options:
+            flag = "--" + option.name.replace("_", "-")  # options[name] in code, --name-x
             if option.kind is bool:
-                sub.add_argument(f"--{option.name}", action="store_true", help=option.help)
+                sub.add_argument(flag, dest=option.name, action="store_true", help=option.help)
                 continue
             bounds = option.bounds
             kind: Callable[[str], Any] = option.kind
@@ -206,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                 kind = _whole(int(bounds[0]), int(bounds[1]))
             elif option.kind is float:
                 kind = _real(*bounds)
-            sub.add_argument(f"--{option.name}", type=kind, default=option.default,
+            sub.add_argument(flag, dest=option.name, type=kind, default=option.default,
                              help=f"{option.help} ({_span(bounds)}, default {option.default})")
 
     dsp = commands.add_parser(

@@ -348,11 +348,12 @@ def run_perf(args: argparse.Namespace, resolve: Callable[[], Any],
           f"p50 {lat['p50']:.4f}  p99 {lat['p99']:.4f}")
     print(f"FPS: {doc['fps']:.2f}")
     prof = doc["profile"]
-    print(f"per frame: BPU {prof['bpu_ms']:.4f} ms, CPU {prof['cpu_ms']:.4f} ms, task pending "
+    print(f"per frame: BPU {prof['bpu_ms']:.4f} ms, CPU {prof['cpu_ms']:.4f} ms, DSP "
+          f"{prof['dsp_ms']:.4f} ms, task pending "
           f"{prof['task_pending_ms']:.4f} ms, task running {prof['task_running_ms']:.4f} ms")
     for seg in prof["segments"]:
-        print(f"  segment {seg['segment']} {seg['kind']:10s} busy {seg['busy_ms']:.4f} ms, "
-              f"queued {seg['pending_ms']:.4f} ms")
+        print(f"  segment {seg['segment']} {seg['device']} {seg['name']:28s} busy "
+              f"{seg['busy_ms']:.4f} ms, queued {seg['pending_ms']:.4f} ms")
     if profile is not None:
         print(f"wrote {profile}")
     return 0

@@ -24,8 +24,14 @@ one core of an otherwise idle chip and adds them up (the segments run one after 
   blocked tile), and its DDR bytes are its float32 weights, inputs and outputs once; any
   other CPU op is timed as Softmax is
   computed, in three passes (max; exp, sum; scale), about 3 loads, 1 store and 12 FP ops;
-  every loop iteration also costs an ALU op and a branch. DSP segments are not estimated
-  here (0 us): the vDSP operators are simulated where they run (`emu dsp`).
+  every loop iteration also costs an ALU op and a branch. A 4-D tensor of more than one
+  channel also changes layout where it crosses between CPU and BPU (NCHW on the CPU, the
+  BPU's native NHWC): one more pass over its int8/int16 codes, per vector a load, a store
+  and two permutes. DSP segments are not estimated here (0 us): the vDSP operators are
+  simulated where they run (`emu dsp`).
+
+`cpu_items` gives the same CPU work item by item, with its instruction counts and the
+tensors it reads and writes, for the runtime to run through the cache model.
 
 The estimate excludes the runtime (task start, the host thread): it is the compiler's view.
 """
@@ -56,6 +62,33 @@ class _Loop:
     fp: float
     read_bytes: int
     written_bytes: int
+    permutes: float = 0  # integer shuffles (NEON ZIP/UZP/TBL) per vector
+
+
+@dataclass(frozen=True)
+class CpuItem:
+    """One piece of a CPU segment: a NEON loop (`vectors` iterations of `loop`, or a GEMM
+    for a dense op) and the tensors it reads and writes, with their bytes."""
+
+    name: str
+    op: str  # "quantize", "dequantize", "layout" or the node's op
+    loop: _Loop
+    vectors: int
+    reads: tuple[tuple[str, int], ...]
+    writes: tuple[tuple[str, int], ...]
+    macs: int = 0
+
+    def op_counts(self) -> dict[str, int]:
+        """Instructions by class (`emu.cpu.ops` names): the loop's per vector, plus an ALU
+        op and a branch per iteration."""
+        n = self.vectors
+        return {"load": math.ceil(self.loop.loads * n), "store": math.ceil(self.loop.stores * n),
+                "fp": math.ceil(self.loop.fp * n),
+                "int": n + math.ceil(self.loop.permutes * n), "branch": n, "mispredict": 1}
+
+    @property
+    def moved_bytes(self) -> int:
+        return sum(b for _, b in self.reads) + sum(b for _, b in self.writes)
 
 
 _QUANTIZE = _Loop(loads=1, stores=0.25, fp=3, read_bytes=_FLOAT_BYTES, written_bytes=1)
@@ -63,6 +96,7 @@ _DEQUANTIZE = _Loop(loads=0.25, stores=1, fp=4, read_bytes=1, written_bytes=_FLO
 _DENSE = _Loop(loads=1, stores=0, fp=1, read_bytes=0, written_bytes=0)
 _DENSE_OPS = ("Conv", "FC", "ConvTranspose", "MatMul", "Gemm")
 _CPU_OP = _Loop(loads=3, stores=1, fp=12, read_bytes=_FLOAT_BYTES, written_bytes=_FLOAT_BYTES)
+_LAYOUT = _Loop(loads=1, stores=1, fp=0, read_bytes=1, written_bytes=1, permutes=2)
 
 
 @dataclass(frozen=True)
@@ -137,23 +171,21 @@ class ModelEstimate:
         }
 
 
-def cpu_loop_ps(elements: int, loop: _Loop, cpu: CpuConfig) -> tuple[int, int]:
-    """(compute, DDR) time of a NEON loop over `elements` float32 values on one A55."""
-    vectors = math.ceil(elements / (cpu.vector_bytes // _FLOAT_BYTES))
+def _loop_compute_ps(vectors: int, loop: _Loop, cpu: CpuConfig) -> int:
     loads, stores, fp = loop.loads * vectors, loop.stores * vectors, loop.fp * vectors
-    total = loads + stores + fp + 2 * vectors  # + the loop's ALU op and branch
+    ints = vectors * (1 + loop.permutes)  # the loop's ALU op, and the permutes
+    total = loads + stores + fp + ints + vectors  # + the loop's branch
     cycles = math.ceil(max(total / cpu.issue_width, loads / cpu.load_pipes,
                            stores / cpu.store_pipes, fp / cpu.fp_pipes,
-                           vectors / cpu.alu_pipes, vectors / cpu.branch_pipes))
-    compute = math.ceil(cycles * PS_PER_S / cpu.freq_hz)
-    moved = elements * (loop.read_bytes + loop.written_bytes)
-    return compute, bytes_to_ps(moved, cpu.ddr_port_bytes_per_s)
+                           ints / cpu.alu_pipes, vectors / cpu.branch_pipes))
+    return math.ceil(cycles * PS_PER_S / cpu.freq_hz)
 
 
-def _cpu_layer(name: str, op: str, elements: int, loop: _Loop, cpu: CpuConfig
-               ) -> LayerEstimate:
-    compute, ddr = cpu_loop_ps(elements, loop, cpu)
-    return LayerEstimate(name, op, "cpu", 0, compute, ddr, max(compute, ddr))
+def _item_line(item: CpuItem, cpu: CpuConfig) -> LayerEstimate:
+    compute = _loop_compute_ps(item.vectors, item.loop, cpu)
+    ddr = bytes_to_ps(item.moved_bytes, cpu.ddr_port_bytes_per_s)
+    return LayerEstimate(item.name, item.op, "cpu", 2 * item.macs, compute, ddr,
+                         max(compute, ddr), item.moved_bytes if item.macs else 0, 0)
 
 
 def dense_macs(graph: Graph, node: Node) -> int:
@@ -169,15 +201,55 @@ def dense_macs(graph: Graph, node: Node) -> int:
     return math.prod(out) * math.prod(w[1:])
 
 
-def _cpu_dense(graph: Graph, node: Node, cpu: CpuConfig) -> LayerEstimate:
-    macs = dense_macs(graph, node)
-    compute, _ = cpu_loop_ps(macs, _DENSE, cpu)
-    moved = _FLOAT_BYTES * sum(math.prod(graph.tensors[n].shape)
-                               for n in (*node.inputs, *node.outputs) if n)
-    ddr = bytes_to_ps(moved, cpu.ddr_port_bytes_per_s)
-    return LayerEstimate(node.name, node.op, "cpu", 2 * macs, compute, ddr, max(compute, ddr),
-                         moved, 0)
+def cpu_items(graph: Graph, segment: Segment, cpu: CpuConfig,
+              dtypes: Mapping[str, str] | None = None) -> list[CpuItem]:
+    """The CPU work of a quantize, dequantize or CPU segment, item by item (see the
+    module docstring), with the tensors each item reads and writes."""
+    lanes = cpu.vector_bytes // _FLOAT_BYTES
+    items: list[CpuItem] = []
 
+    def code_bytes(tensor: str) -> int:
+        return 2 if (dtypes or {}).get(tensor) == "int16" else 1
+
+    def layout(tensor: str, elements: int) -> None:
+        shape = graph.tensors[tensor].shape
+        if len(shape) == 4 and shape[1] > 1:
+            nbytes = elements * code_bytes(tensor)
+            items.append(CpuItem(f"layout {tensor}", "layout", _LAYOUT,
+                                 math.ceil(nbytes / cpu.vector_bytes), ((tensor, nbytes),),
+                                 ((tensor, nbytes),)))
+
+    if segment.kind in ("quantize", "dequantize"):
+        for tensor in segment.inputs:
+            elements = math.prod(graph.tensors[tensor].shape)
+            floats, codes = elements * _FLOAT_BYTES, elements * code_bytes(tensor)
+            if segment.kind == "quantize":
+                items.append(CpuItem(f"quantize {tensor}", "quantize", _QUANTIZE,
+                                     math.ceil(elements / lanes), ((tensor, floats),),
+                                     ((tensor, codes),)))
+                layout(tensor, elements)
+            else:
+                layout(tensor, elements)
+                items.append(CpuItem(f"dequantize {tensor}", "dequantize", _DEQUANTIZE,
+                                     math.ceil(elements / lanes), ((tensor, codes),),
+                                     ((tensor, floats),)))
+        return items
+    by_name = {node.name: node for node in graph.nodes}
+    for node_name in segment.nodes:
+        node = by_name[node_name]
+        reads = tuple((n, _FLOAT_BYTES * math.prod(graph.tensors[n].shape))
+                      for n in node.inputs if n)
+        writes = tuple((n, _FLOAT_BYTES * math.prod(graph.tensors[n].shape))
+                       for n in node.outputs)
+        if node.op in _DENSE_OPS:
+            macs = dense_macs(graph, node)
+            items.append(CpuItem(node.name, node.op, _DENSE, math.ceil(macs / lanes), reads,
+                                 writes, macs))
+        else:
+            elements = sum(b for _, b in writes) // _FLOAT_BYTES
+            items.append(CpuItem(node.name, node.op, _CPU_OP, math.ceil(elements / lanes),
+                                 reads, writes))
+    return items
 
 def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: int,
              name: str = "model", max_time_per_fc_ps: int = 0,
@@ -212,22 +284,12 @@ def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: i
                         cost.load_store_ps, cost.time_ps + (call.overhead_ps if first else 0),
                         cost.read_bytes, cost.written_bytes))
                     first = False
-        elif segment.kind in ("quantize", "dequantize"):
-            loop = _QUANTIZE if segment.kind == "quantize" else _DEQUANTIZE
-            for tensor in segment.inputs:
-                elements = math.prod(graph.tensors[tensor].shape)
-                lines.append(_cpu_layer(f"{segment.kind} {tensor}", segment.kind, elements,
-                                        loop, cfg.cpu))
+        elif segment.kind in ("quantize", "dequantize", "cpu"):
+            lines.extend(_item_line(item, cfg.cpu)
+                         for item in cpu_items(graph, segment, cfg.cpu, dtypes))
         else:
-            for node_name in segment.nodes:
-                node = by_name[node_name]
-                elements = sum(math.prod(graph.tensors[o].shape) for o in node.outputs)
-                if segment.kind == "cpu" and node.op in _DENSE_OPS:
-                    lines.append(_cpu_dense(graph, node, cfg.cpu))
-                elif segment.kind == "cpu":
-                    lines.append(_cpu_layer(node.name, node.op, elements, _CPU_OP, cfg.cpu))
-                else:
-                    lines.append(LayerEstimate(node.name, node.op, segment.kind, 0, 0, 0, 0))
+            lines.extend(LayerEstimate(name, by_name[name].op, segment.kind, 0, 0, 0, 0)
+                         for name in segment.nodes)
         lines[first_line:] = [replace(line, segment=index) for line in lines[first_line:]]
     peak = cfg.bpu.macs_per_cycle * cfg.bpu.freq_hz
     return ModelEstimate(name, batch, tuple(lines), sum(line.time_ps for line in lines),

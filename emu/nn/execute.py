@@ -675,54 +675,89 @@ def prepare(qmodel: QuantModel) -> dict[int, list[Step]]:
     return qmodel.programs
 
 
+NodeFunction = Callable[[Node, list[Any]], list[np.ndarray]]
+
+
+class Execution:
+    """One inference, segment by segment (the runtime runs each segment when its simulated
+    time has come, and lets plugin layers or a DSP compute some nodes: `run_segment`'s
+    `node_fn`, `set_float`). `run` is all segments in order."""
+
+    def __init__(self, qmodel: QuantModel, feeds: dict[str, np.ndarray]) -> None:
+        self.qmodel = qmodel
+        self.graph = qmodel.graph
+        self.floats = check_feeds(self.graph, feeds)
+        self.codes: Codes = {}
+        self.program = prepare(qmodel)
+        self._nodes = {n.name: n for n in self.graph.nodes}
+
+    def as_float(self, name: str) -> np.ndarray:
+        if name not in self.floats:
+            self.floats[name] = from_codes(self.codes[name], self.qmodel.tensors[name].scale)
+        return self.floats[name]
+
+    def as_codes(self, name: str) -> np.ndarray:
+        if name not in self.codes:
+            qt = self.qmodel.tensors.get(name)
+            # No codes for a raw input (a Preprocess node's uint8 image): it goes as it is.
+            value = self.floats[name]
+            self.codes[name] = value if qt is None else to_codes(value, qt.scale, qt.dtype)
+        return self.codes[name]
+
+    def set_float(self, name: str, value: np.ndarray) -> None:
+        """A tensor computed elsewhere (a DSP operator): it replaces the float value and
+        any codes derived from it."""
+        self.floats[name] = value
+        self.codes.pop(name, None)
+
+    def node(self, name: str) -> Node:
+        return self._nodes[name]
+
+    def node_inputs(self, node: Node) -> list[Any]:
+        """A CPU/DSP node's inputs in float32 (constants as the graph holds them)."""
+        for n in node.inputs:
+            if n and not self.graph.is_const(n):
+                self.as_float(n)
+        return node_inputs(self.graph, node, self.floats)
+
+    def run_segment(self, k: int, node_fn: NodeFunction | None = None) -> None:
+        """Compute segment `k`; `node_fn(node, inputs)` computes a CPU/DSP node instead of
+        the built-in float op when given."""
+        segment = self.qmodel.segments[k]
+        if segment.kind in ("quantize", "bpu"):
+            for name in segment.inputs:
+                self.as_codes(name)
+        if segment.kind == "dequantize":
+            for name in segment.outputs:
+                self.as_float(name)
+        elif segment.kind == "bpu":
+            for step in self.program[k]:
+                step(self.codes)
+        elif segment.kind in ("cpu", "dsp"):
+            for name in segment.nodes:
+                node = self._nodes[name]
+                ins = self.node_inputs(node)
+                outs = (float_node(self.graph, node, ins) if node_fn is None
+                        else node_fn(node, ins))
+                self.floats.update(zip(node.outputs, outs, strict=True))
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        return {name: self.as_float(name) for name in self.graph.outputs}
+
+
 def run(qmodel: QuantModel, feeds: dict[str, np.ndarray], *,
         integer: bool = False) -> dict[str, np.ndarray]:
     """The model's outputs in float32 (dequantised), executing BPU segments on codes. With
     `integer`, the dict also holds the codes of every BPU segment's inputs and outputs,
     under CODES_PREFIX + tensor name."""
-    graph = qmodel.graph
-    floats = check_feeds(graph, feeds)
-    codes: Codes = {}
+    ex = Execution(qmodel, feeds)
     exposed: dict[str, np.ndarray] = {}
-    program = prepare(qmodel)
-
-    def as_float(name: str) -> np.ndarray:
-        if name not in floats:
-            floats[name] = from_codes(codes[name], qmodel.tensors[name].scale)
-        return floats[name]
-
-    def as_codes(name: str) -> np.ndarray:
-        if name not in codes:
-            qt = qmodel.tensors.get(name)
-            # No codes for a raw input (a Preprocess node's uint8 image): it goes as it is.
-            codes[name] = floats[name] if qt is None else to_codes(floats[name], qt.scale,
-                                                                    qt.dtype)
-        return codes[name]
-
-    nodes = {n.name: n for n in graph.nodes}
     for k, segment in enumerate(qmodel.segments):
-        if segment.kind in ("quantize", "bpu"):
-            for name in segment.inputs:
-                as_codes(name)
-        if segment.kind == "dequantize":
-            for name in segment.outputs:
-                as_float(name)
-        elif segment.kind == "bpu":
-            for step in program[k]:
-                step(codes)
-            if integer:
-                exposed.update((CODES_PREFIX + n, codes[n])
-                               for n in (*segment.inputs, *segment.outputs))
-        elif segment.kind in ("cpu", "dsp"):
-            for name in segment.nodes:
-                node = nodes[name]
-                for n in node.inputs:
-                    if n and not graph.is_const(n):
-                        as_float(n)
-                ins = node_inputs(graph, node, floats)
-                floats.update(zip(node.outputs, float_node(graph, node, ins), strict=True))
-    outputs = {name: as_float(name) for name in graph.outputs}
-    return {**outputs, **exposed}
+        ex.run_segment(k)
+        if integer and segment.kind == "bpu":
+            exposed.update((CODES_PREFIX + n, ex.codes[n])
+                           for n in (*segment.inputs, *segment.outputs))
+    return {**ex.outputs(), **exposed}
 
 
 # ---------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -46,10 +46,11 @@ from emu.errors import InputError
 from emu.mem.pool import PoolBuffer
 from emu.nn import compiler
 from emu.nn.compiler import CompiledModel
-from emu.runtime import session, status
+from emu.nn.execute import Execution
+from emu.runtime import dnn_tasks, session, status
 from emu.runtime.hbsys import buffer_of, hbSysMem
 from emu.runtime.host import WaitResult
-from emu.soc.sched import ANY_CORE, Stage, Task
+from emu.soc.sched import ANY_CORE, Task
 
 HB_DNN_VERSION_MAJOR = 1
 HB_DNN_VERSION_MINOR = 1
@@ -231,18 +232,12 @@ class hbDNNHandle:
         self.packed = packed
         self.model = model
         self.tasks_alive = 0
-        self._plan: tuple[dict[int, int], dict[int, list[Any]], bool] | None = None
+        self._plan: dnn_tasks.ModelPlan | None = None
 
-    def plan(self) -> tuple[dict[int, int], dict[int, list[Any]], bool]:
-        """(CPU time per CPU segment, layer groups per BPU segment, weights resident) on
-        the session's hardware: computed once per model."""
+    def plan(self) -> dnn_tasks.ModelPlan:
+        """How the model runs on the session's hardware: worked out once per model."""
         if self._plan is None:
-            soc = self.packed.session.config
-            cpu_ps: dict[int, int] = {}
-            for line in self.model.estimate(soc).layers:
-                if line.where == "cpu":
-                    cpu_ps[line.segment] = cpu_ps.get(line.segment, 0) + line.time_ps
-            self._plan = (cpu_ps, self.model.subgraphs(), self.model.weights_resident(soc))
+            self._plan = dnn_tasks.plan(self.model, self.packed.session)
         return self._plan
 
     def __repr__(self) -> str:
@@ -381,6 +376,9 @@ def hbDNNRelease(packedDNNHandle: Any) -> int:
             return HB_DNN_INVALID_PACKED_DNN_HANDLE
         if any(h.tasks_alive for h in packed.handles.values()):
             return HB_DNN_MODEL_IS_RUNNING
+        for handle in packed.handles.values():
+            if handle._plan is not None:
+                dnn_tasks.free_scratch(handle._plan, sess)
         packed.released = True
         return HB_DNN_SUCCESS
 
@@ -563,6 +561,8 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
         outs = _tensor_buffers(output, model.graph.outputs, model, sess)
         if isinstance(outs, int):
             return outs, None
+        if not dnn_tasks.ensure_scratch(dnn.plan(), sess, model.name):
+            return HB_DNN_OUT_OF_MEMORY, None
         if joined is not None:
             handle = joined
         else:
@@ -583,47 +583,52 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
 
 def _run(sess: session.Session, handle: hbDNNTask, call: Any
          ) -> Generator[simpy.Event, Any, None]:
-    """The task's models one after another, each segment by segment, then each model's
-    outputs (see the module docstring)."""
+    """The task's models one after another, each segment by segment (`dnn_tasks`), then
+    each model's outputs into its output buffers."""
     soc = sess.soc
     env = soc.env
     linked = False
+
+    def link(task: Task) -> None:
+        nonlocal linked
+        if not linked:
+            call.link(task)
+            linked = True
+
+    plugins = dict(_PLUGINS.get(sess, {}))
     for number, entry in enumerate(handle.entries):
         model = entry.dnn.model
-        cpu_ps, subgraphs, resident = entry.dnn.plan()
+        model_plan = entry.dnn.plan()
+        ex = _execution(handle, entry)
+        buffers = dict(zip((*model.graph.inputs, *model.graph.outputs),
+                           (*entry.inputs, *entry.outputs), strict=True))
         for index, segment in enumerate(model.segments):
-            if handle.cancelled:
+            if handle.cancelled or handle.error:
                 break
-            start = env.now
-            label = f"{handle.name} m{number} {segment.kind}{index}"
             if segment.kind == "bpu":
-                task = soc.bpu.model_task(
-                    label, subgraphs[index], spans=model.function_calls.get(index),
-                    resident_weights=resident, core=handle.core, priority=handle.priority,
-                    custom_id=handle.custom_id)
-            elif index in cpu_ps:
-                task = Task(label, [Stage(segment.kind, cpu_ps[index])],
-                            priority=handle.priority)
-            else:
+                yield from dnn_tasks.run_bpu(sess, handle, model, model_plan, number, index,
+                                             link)
+                if ex is not None:
+                    ex.run_segment(index)
                 continue
-            if not linked:
-                call.link(task)
-                linked = True
-            yield (soc.bpu if segment.kind == "bpu" else soc.cpu).submit(task)
-            handle.segments.append({"model": number, "segment": index, "kind": segment.kind,
-                                    "start_ps": start, "end_ps": env.now,
-                                    "busy_ps": task.busy_ps, "pending_ps": task.pending_ps})
+            done = env.event()
+            dnn_tasks.submit_host_job(sess, dnn_tasks.SegmentRun(
+                sess, handle, model, model_plan, number, index, ex, buffers, plugins, done))
+            yield done
+        if ex is not None and not handle.cancelled and not handle.error:
+            _write_outputs(entry, ex.outputs())
     for entry in handle.entries:
-        if not handle.cancelled and entry.dnn.packed.compute_outputs:
-            _compute(handle, entry)
         for buf in (*entry.inputs, *entry.outputs):
             soc.pool.unpin(buf)
     handle.finished_ps = env.now
     handle.completed.succeed()
 
 
-def _compute(handle: hbDNNTask, entry: _Entry) -> None:
-    """One model's outputs, exactly, from its input buffers into its output buffers."""
+def _execution(handle: hbDNNTask, entry: _Entry) -> Execution | None:
+    """The model's inference from its input buffers as they are now, or None when the
+    model is timed only."""
+    if not entry.dnn.packed.compute_outputs:
+        return None
     model = entry.dnn.model
     feeds = {}
     for name, buf in zip(model.graph.inputs, entry.inputs, strict=True):
@@ -631,12 +636,16 @@ def _compute(handle: hbDNNTask, entry: _Entry) -> None:
         size = math.prod(t.shape) * np.dtype(t.dtype).itemsize
         feeds[name] = buf.data[:size].view(t.dtype).reshape(t.shape).copy()
     try:
-        results = model.run(feeds)
+        return Execution(model.quant, feeds)
     except InputError as exc:
         handle.error = str(exc)
-        return
+        return None
+
+
+def _write_outputs(entry: _Entry, results: dict[str, np.ndarray]) -> None:
+    model = entry.dnn.model
     for name, buf in zip(model.graph.outputs, entry.outputs, strict=True):
-        raw = np.ascontiguousarray(results[name]).view(np.uint8).reshape(-1)
+        raw = np.ascontiguousarray(results[name], np.float32).view(np.uint8).reshape(-1)
         buf.data[:raw.size] = raw
 
 
@@ -703,6 +712,43 @@ def hbDNNSetTaskDoneCb(taskHandle: Any, cb: Any, userdata: Any = None) -> int:
         cb(handle, HB_DNN_RUN_TASK_FAILED if handle.error else HB_DNN_SUCCESS, userdata)
 
     sess.call_when_done(handle.completed, done)
+    return HB_DNN_SUCCESS
+
+
+# --- plugin layers ---------------------------------------------------------------------------
+
+_PLUGINS: weakref.WeakKeyDictionary[session.Session, dict[str, Callable[[], Any]]] = \
+    weakref.WeakKeyDictionary()
+
+
+@status.c_function(HB_DNN_WRONG_THREAD)
+def hbDNNRegisterLayerCreator(layerType: Any, layerCreator: Any) -> int:
+    """Register a plugin layer for the op type `layerType` (an ONNX op name such as
+    "Softmax"): every node of that type the compiler left off the BPU is computed by a
+    layer `layerCreator()` makes (one per node and model), whose
+    `forward(inputs, outputs) -> int` reads float32 arrays and fills `outputs` in place
+    (0 = success). It runs on a runtime worker thread and may call hbSys and hbDSP; its
+    time is what those calls take, plus the CPU model's cost of the node unless the layer
+    has `runs_on = "dsp"`. Tasks submitted after the call use it."""
+    sess = session.current()
+    if not isinstance(layerType, str) or not layerType or not callable(layerCreator):
+        return HB_DNN_INVALID_ARGUMENT
+    registry = _PLUGINS.setdefault(sess, {})
+    if layerType in registry:
+        return HB_DNN_INVALID_ARGUMENT
+    registry[layerType] = layerCreator
+    return HB_DNN_SUCCESS
+
+
+@status.c_function(HB_DNN_WRONG_THREAD)
+def hbDNNUnregisterLayerCreator(layerType: Any) -> int:
+    """Forget the plugin layer of `layerType`; tasks submitted afterwards use the built-in
+    op again."""
+    sess = session.current()
+    registry = _PLUGINS.get(sess, {})
+    if not isinstance(layerType, str) or layerType not in registry:
+        return HB_DNN_INVALID_ARGUMENT
+    del registry[layerType]
     return HB_DNN_SUCCESS
 
 

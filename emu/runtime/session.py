@@ -138,6 +138,12 @@ class Session:
         return self._start(fn, args, kwargs, name, ANY_CORE if core is None else core,
                            priority, daemon=False)
 
+    def start_daemon(self, fn: Callable[..., Any], args: tuple[Any, ...], name: str,
+                     core: int, priority: int) -> SpawnedThread:
+        """A runtime's own host thread (a worker of its thread pool): it serves requests
+        for as long as the session lives and does not keep `run` from returning."""
+        return self._start(fn, args, {}, name, core, priority, daemon=True)
+
     def _start(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                name: str | None, core: int, priority: int, daemon: bool) -> SpawnedThread:
         index = len(self.threads)

@@ -121,24 +121,31 @@ def run_perf(model_file: str | Path, model_name: str | None, threads: int, core_
 
 
 def _profile(tasks: Sequence[hbdnn.hbDNNTask]) -> dict[str, Any]:
-    """Per segment and per task, the average over the frames in ms."""
+    """Per BPU subgraph and per CPU/DSP item (quantize, layout conversion, cache
+    maintenance, a node, dequantize), and per task, the average over the frames in ms."""
     n = len(tasks)
-    segments: dict[int, dict[str, Any]] = {}
+    items: dict[tuple[int, str], dict[str, Any]] = {}
     for task in tasks:
         for seg in task.segments:
-            entry = segments.setdefault(seg["segment"], {
-                "segment": seg["segment"], "kind": seg["kind"], "busy_ms": 0.0,
-                "pending_ms": 0.0})
+            entry = items.setdefault((seg["segment"], seg["name"]), {
+                "segment": seg["segment"], "name": seg["name"], "kind": seg["kind"],
+                "device": _device(seg), "busy_ms": 0.0, "pending_ms": 0.0})
             entry["busy_ms"] += seg["busy_ps"] / PS_PER_MS / n
             entry["pending_ms"] += seg["pending_ps"] / PS_PER_MS / n
     pending = sum(t.segments[0]["start_ps"] - t.submitted_ps for t in tasks if t.segments)
     running = sum(t.finished_ps - (t.segments[0]["start_ps"] if t.segments else t.submitted_ps)
                   for t in tasks)
-    kinds = {"bpu": 0.0, "cpu": 0.0}
-    for entry in segments.values():
-        device = "bpu" if entry["kind"] == "bpu" else "cpu"
-        kinds[device] += entry["busy_ms"]
-    return {"segments": [segments[k] for k in sorted(segments)],
-            "bpu_ms": kinds["bpu"], "cpu_ms": kinds["cpu"],
+    devices = {"bpu": 0.0, "cpu": 0.0, "dsp": 0.0}
+    for entry in items.values():
+        devices[entry["device"]] += entry["busy_ms"]
+    ordered = sorted(items.values(), key=lambda e: e["segment"])  # stable: run order kept
+    return {"segments": ordered,
+            "bpu_ms": devices["bpu"], "cpu_ms": devices["cpu"], "dsp_ms": devices["dsp"],
             "task_pending_ms": pending / PS_PER_MS / n if n else 0.0,
             "task_running_ms": running / PS_PER_MS / n if n else 0.0}
+
+
+def _device(seg: dict[str, Any]) -> str:
+    if seg["kind"] == "bpu":
+        return "bpu"
+    return "dsp" if seg["name"].startswith("dsp ") else "cpu"

@@ -76,3 +76,34 @@ CAMERAS = register(Scenario(
      Option("sync", bool, False, "all cameras' frames arrive at the same instants (default: "
                                  "spread evenly across the frame period)")),
 ))
+
+PERCEPTION = register(Scenario(
+    "perception",
+    "N cameras running YOLOv8n on the BPU and a LiDAR running CenterPoint's pillar "
+    "preprocessing on the DSP and its backbone on the BPU, each on its own host thread "
+    "through hbDNN/hbDSP/hbSys; p50/p99/max latency and deadline misses per pipeline, the "
+    "LiDAR's preprocessing/backbone split, per-core BPU, DSP and A55 utilisation",
+    "emu.workloads.perception",
+    # Multi-word names are written with underscores: `emu scenario` reads each option back
+    # under its own name, which argparse keeps only without hyphens. A LiDAR sweep of
+    # 300,000 points takes about 0.3 s of wall time, a camera frame a few ms.
+    (Option("cameras", int, 2, "camera pipelines (0: the LiDAR alone)", (0, 16)),
+     Option("fps", float, 30.0, "camera frames per second", (0.1, 240)),
+     Option("lidar_hz", float, 10.0, "LiDAR sweeps per second", (0.1, 100)),
+     Option("seconds", float, 0.3, "simulated time of frame arrivals", (0.001, 10)),
+     Option("input_size", int, 640, "side of the detector's square input, a multiple of 32",
+            (32, 1280)),
+     Option("points", int, 300_000, "points per LiDAR sweep (nuScenes-like, 10 sweeps "
+                                    "accumulated)", (1, 300_000)),
+     Option("camera_priority", int, 128, "hbDNN and thread priority of the cameras",
+            (0, 255)),
+     Option("lidar_priority", int, 128, "hbDNN and thread priority of the LiDAR (255 "
+                                        "preempts at function-call boundaries)", (0, 255)),
+     Option("camera_max_time_per_fc", float, 0.0, "microseconds per BPU function call "
+            "when compiling the detector (0: no limit)", (0, 10_000_000)),
+     Option("lidar_max_time_per_fc", float, 0.0, "microseconds per BPU function call "
+            "when compiling the LiDAR backbone (0: no limit)", (0, 10_000_000)),
+     Option("seed", int, 0, "seed of the synthetic LiDAR sweeps", (0, 2**32 - 1)),
+     Option("sync", bool, False, "all cameras' frames arrive at the same instants (default: "
+                                 "spread evenly across the frame period)")),
+))

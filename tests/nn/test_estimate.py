@@ -48,9 +48,9 @@ def test_the_json_has_the_hb_perf_contract(split):
     assert [set(line) for line in doc["layers"]] == [
         {"name", "op", "where", "ops", "compute_us", "load_store_us"}] * len(doc["layers"])
     assert [(line["name"], line["where"]) for line in doc["layers"]] == [
-        ("quantize x", "cpu"), ("conv1", "bpu"), ("softmax", "cpu"), ("conv2", "bpu"),
-        ("dequantize y", "cpu")]
-    assert doc["layers"][1]["ops"] == 2 * 2 * 16 * 16 * 16 * 8 * 9
+        ("quantize x", "cpu"), ("layout x", "cpu"), ("conv1", "bpu"), ("softmax", "cpu"),
+        ("conv2", "bpu"), ("layout y", "cpu"), ("dequantize y", "cpu")]
+    assert doc["layers"][2]["ops"] == 2 * 2 * 16 * 16 * 16 * 8 * 9
 
 
 def test_a_cpu_op_splits_the_model_and_each_subgraph_pays_its_function_call(split):
@@ -165,3 +165,19 @@ def test_a_compiled_cut_can_be_given_instead_of_a_time_limit():
     assert cut.bpu_ps > whole.bpu_ps + FC_PS  # one more FC, and its boundary spills
     with pytest.raises(ValueError, match="consecutive"):
         estimate(graph, segments, CFG, 1, spans={index: [(0, 10)]})
+
+
+def test_a_four_d_tensor_changes_layout_where_it_crosses_between_cpu_and_bpu(split):
+    graph, segments = split
+    lines = estimate(graph, segments, CFG, 2).layers
+    quantize, layout = lines[0], lines[1]
+    assert (quantize.op, layout.op) == ("quantize", "layout")
+    codes = 2 * 8 * 16 * 16  # int8: one byte per element
+    vectors = codes // CFG.cpu.vector_bytes
+    # per vector: a load, a store, two permutes and the loop's ALU op, a branch
+    cycles = math.ceil(max(6 * vectors / CFG.cpu.issue_width, 3 * vectors / CFG.cpu.alu_pipes,
+                           vectors / CFG.cpu.load_pipes, vectors / CFG.cpu.store_pipes))
+    assert layout.compute_ps == math.ceil(cycles * PS_PER_S / CFG.cpu.freq_hz)
+    assert layout.load_store_ps == math.ceil(2 * codes * PS_PER_S
+                                             / CFG.cpu.ddr_port_bytes_per_s)
+    assert [line.op for line in lines if line.where == "cpu"][-2:] == ["layout", "dequantize"]

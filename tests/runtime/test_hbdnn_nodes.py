@@ -1,0 +1,210 @@
+"""hbDNN's CPU and DSP nodes: plugin layers, DSP segments, HB_DNN_ENABLE_DSP, the CPU work
+through the cache model, and the seed's NN sample (MobileNetV1 NV12, Softmax on a DSP)."""
+
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from emu.nn import compiler, execute
+from emu.runtime import hbdnn as dnn
+from emu.runtime import session
+from emu.runtime.hbdsp import (
+    HB_DSP_INITIALIZE_RPC_CTRL_PARAM,
+    hbDSPReleaseTask,
+    hbDSPRpc,
+    hbDSPRpcCtrlParam,
+    hbDSPWaitTaskDone,
+)
+from emu.runtime.hbsys import hbSysAllocCachedMem, hbSysFreeMem, hbSysMem
+from emu.soc.config import load_config
+from emu.vdsp.ops.nn import CMD_SOFTMAX
+from emu.vdsp.ops.tensor_args import TYPE_F32, pack
+from tests.nn.nets import segmented
+from tests.runtime.test_hbdnn import _infer, _tensors
+
+SOC = load_config("j5", None, []).soc
+X = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("nodes")
+    paths = {}
+    for name, dsp in (("seg", False), ("segdsp", True)):
+        model = compiler.compile_model(segmented(middle=("Softmax",)), name,
+                                       compiler.CompileOptions(calib_random=2,
+                                                               dsp_softmax=dsp), SOC)
+        paths[name] = folder / f"{name}.hbm"
+        paths[name].write_bytes(compiler.dumps([model]))
+    return paths
+
+
+@pytest.fixture
+def sess():
+    yield session.start("j5")
+
+
+def _run(path, name="seg", x=X):
+    rc, packed = dnn.hbDNNInitializeFromFiles([str(path)])
+    assert rc == 0
+    _, handle = dnn.hbDNNGetModelHandle(packed, name)
+    inputs, outputs = _tensors(handle, False), _tensors(handle, True)
+    inputs[0].sysMem[0].virAddr[:x.nbytes] = x.view(np.uint8).reshape(-1)
+    rc, task = _infer(handle, inputs, outputs)
+    assert rc == 0
+    rc = dnn.hbDNNWaitTaskDone(task, 0)
+    out = outputs[0]
+    shape = out.properties.validShape.dims()
+    got = out.sysMem[0].virAddr[:4 * int(np.prod(shape))].view(np.float32).reshape(shape).copy()
+    assert dnn.hbDNNReleaseTask(task) == 0
+    for t in inputs + outputs:
+        assert hbSysFreeMem(t.sysMem[0]) == 0
+    assert dnn.hbDNNRelease(packed) == 0
+    return rc, got, task
+
+
+def _reference(path, name="seg", x=X):
+    (model,) = compiler.load_file(path)
+    return model.run({"input": x})["output"] if "output" in model.graph.outputs else \
+        model.run({"input": x})[model.graph.outputs[0]]
+
+
+class _NumpySoftmax:
+    """A CPU plugin computing what the built-in op computes; it keeps what it saw."""
+
+    seen: ClassVar[list[np.ndarray]] = []
+
+    def forward(self, bottoms, tops):
+        _NumpySoftmax.seen.append(bottoms[0].copy())
+        tops[0][...] = execute.softmax(bottoms[0], 1)
+        return 0
+
+
+def test_a_cpu_plugin_computes_the_node_and_is_timed_as_the_cpu_op(sess, models):
+    rc, builtin, _ = _run(models["seg"])
+    assert rc == 0 and np.array_equal(builtin, _reference(models["seg"]))
+    _NumpySoftmax.seen.clear()
+    assert dnn.hbDNNRegisterLayerCreator("Softmax", _NumpySoftmax) == 0
+    assert dnn.hbDNNRegisterLayerCreator("Softmax", _NumpySoftmax) == dnn.HB_DNN_INVALID_ARGUMENT
+    rc, got, task = _run(models["seg"])
+    assert rc == 0 and np.array_equal(got, builtin)
+    assert len(_NumpySoftmax.seen) == 1 and _NumpySoftmax.seen[0].shape == (1, 8, 16, 16)
+    names = [s["name"] for s in task.segments]
+    assert "plugin softmax0" in names and "softmax0" in names  # the CPU cost is charged too
+    assert dnn.hbDNNUnregisterLayerCreator("Softmax") == 0
+    assert dnn.hbDNNUnregisterLayerCreator("Softmax") == dnn.HB_DNN_INVALID_ARGUMENT
+    _run(models["seg"])
+    assert len(_NumpySoftmax.seen) == 1  # the built-in op again
+
+
+@pytest.mark.parametrize("forward, message", [
+    (lambda self, bottoms, tops: -3, "returned -3"),
+    (lambda self, bottoms, tops: 1 / 0, "ZeroDivisionError"),
+])
+def test_a_failing_plugin_fails_its_task_and_the_runtime_goes_on(sess, models, forward,
+                                                                 message):
+    layer = type("Broken", (), {"forward": forward})
+    assert dnn.hbDNNRegisterLayerCreator("Softmax", layer) == 0
+    rc, _, task = _run(models["seg"])
+    assert rc == dnn.HB_DNN_RUN_TASK_FAILED and message in task.error
+    assert all(s["kind"] != "bpu" or s["segment"] < 2 for s in task.segments)  # stopped
+    assert dnn.hbDNNUnregisterLayerCreator("Softmax") == 0
+    rc, got, _ = _run(models["seg"])
+    assert rc == 0 and np.array_equal(got, _reference(models["seg"]))
+
+
+@pytest.mark.parametrize("args", [(None, _NumpySoftmax), ("", _NumpySoftmax), ("Softmax", 3),
+                                  (7, _NumpySoftmax)])
+def test_plugin_registration_misuse(sess, args):
+    assert dnn.hbDNNRegisterLayerCreator(*args) == dnn.HB_DNN_INVALID_ARGUMENT
+    assert dnn.hbDNNUnregisterLayerCreator(args[0]) == dnn.HB_DNN_INVALID_ARGUMENT
+
+
+def _dsp_softmax(x):
+    """The vDSP softmax operator on `x` (axis 1), through hbDSP directly."""
+    blob = pack(np.ascontiguousarray(x, np.float32), TYPE_F32, axis=1)
+    src, dst = hbSysMem(), hbSysMem()
+    assert hbSysAllocCachedMem(src, len(blob)) == 0 and hbSysAllocCachedMem(dst, x.nbytes) == 0
+    src.virAddr[:] = np.frombuffer(blob, np.uint8)
+    ctrl = hbDSPRpcCtrlParam()
+    HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
+    ctrl.rpcCmd = CMD_SOFTMAX
+    rc, task = hbDSPRpc(src, dst, ctrl)
+    assert rc == 0 and hbDSPWaitTaskDone(task, 0) == 0 and hbDSPReleaseTask(task) == 0
+    out = dst.virAddr[:x.nbytes].view(np.float32).reshape(x.shape).copy()
+    hbSysFreeMem(src)
+    hbSysFreeMem(dst)
+    return out
+
+
+def test_a_dsp_segment_is_an_rpc_to_the_dsp_and_computes_what_the_dsp_computes(sess, models):
+    rc, got, task = _run(models["segdsp"], "segdsp")
+    assert rc == 0
+    (dsp,) = [s for s in task.segments if s["name"].startswith("dsp ")]
+    assert dsp["name"] == "dsp dsp softmax0" and dsp["busy_ps"] > 0
+    assert sess.stats()["vdsp"]["tasks_done"] >= 1
+    # the same as the float model up to the DSP's exp, and exactly what the DSP gives for
+    # the BPU's output
+    want = _reference(models["segdsp"], "segdsp")
+    assert np.allclose(got, want, rtol=1e-3, atol=1e-3)
+    (model,) = compiler.load_file(models["segdsp"])
+    ex = execute.Execution(model.quant, {"input": X})
+    ex.run_segment(0)
+    ex.run_segment(1)
+    (node,) = [n for n in model.graph.nodes if n.op == "Softmax"]
+    softmax_in = ex.as_float(node.inputs[0])
+    ex.set_float(node.outputs[0], _dsp_softmax(softmax_in))
+    for k in range(3, len(model.segments)):
+        ex.run_segment(k)
+    assert np.array_equal(got, ex.outputs()[model.graph.outputs[0]])
+
+
+def test_hb_dnn_enable_dsp_moves_quantize_dequantize_and_softmax_to_the_dsp(sess, models,
+                                                                            monkeypatch):
+    rc, on_cpu, cpu_task = _run(models["seg"])
+    monkeypatch.setenv("HB_DNN_ENABLE_DSP", "true")
+    rc, on_dsp, dsp_task = _run(models["seg"])
+    assert rc == 0
+    names = [s["name"] for s in dsp_task.segments if s["kind"] != "cache"]
+    assert names[0] == "dsp quantize input"
+    assert "dsp dsp softmax0" in names and names[-1].startswith("dsp dequantize")
+    assert not any(s["name"].startswith("dsp ") for s in cpu_task.segments)
+    # the DSP rounds ties to even and computes exp its own way: within a few output codes
+    (model,) = compiler.load_file(models["seg"])
+    step = model.quant.tensors[model.graph.outputs[0]].scale
+    assert np.abs(on_dsp - on_cpu).max() <= 4 * step
+
+
+def test_cpu_work_goes_through_the_cache_model(sess, models):
+    before = sess.stats()["cpu"]
+    _run(models["seg"])
+    after = sess.stats()["cpu"]
+    # the quantize reads the 3 KiB input and writes its codes; the dequantize reads codes
+    # and writes 8 x 16 x 16 floats: at least one access per line of each
+    lines = (X.nbytes + X.size + 8 * 16 * 16 * 5) // 64
+    assert after["cache_accesses"] - before.get("cache_accesses", 0) >= lines
+    assert after["maintenance_ops"] > before.get("maintenance_ops", 0)
+
+
+def test_the_seeds_nn_sample_prints_its_top5_and_every_segment(tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    try:
+        import hbdnn_mobilenet_nv12 as example
+    finally:
+        sys.path.pop(0)
+    with session.Session():
+        model = example.compile_model(tmp_path)
+    runs = []
+    for _ in range(2):
+        assert example.main(["--model", str(model)]) == 0
+        runs.append(capsys.readouterr().out)
+    assert runs[0] == runs[1]
+    lines = runs[0].splitlines()
+    assert lines[0] == "mobilenetv1_nv12: top-5 of 1000 classes (probability)"
+    probs = [float(line.split()[-1]) for line in lines[1:6]]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0001
+    segments = "\n".join(lines[6:])
+    assert "bpu subgraph 0" in segments and "plugin prob" in segments

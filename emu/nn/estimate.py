@@ -96,6 +96,7 @@ _DEQUANTIZE = _Loop(loads=0.25, stores=1, fp=4, read_bytes=1, written_bytes=_FLO
 _DENSE = _Loop(loads=1, stores=0, fp=1, read_bytes=0, written_bytes=0)
 _DENSE_OPS = ("Conv", "FC", "ConvTranspose", "MatMul", "Gemm")
 _CPU_OP = _Loop(loads=3, stores=1, fp=12, read_bytes=_FLOAT_BYTES, written_bytes=_FLOAT_BYTES)
+COPY = _Loop(loads=1, stores=1, fp=0, read_bytes=1, written_bytes=1)  # memcpy, per vector
 _LAYOUT = _Loop(loads=1, stores=1, fp=0, read_bytes=1, written_bytes=1, permutes=2)
 
 

@@ -78,6 +78,7 @@ class ModelPlan:
     slots: dict[tuple[str, int], int]  # (tensor, bytes) -> offset in the scratch buffer
     scratch_bytes: int
     nodes: dict[str, Node]
+    pads: dict[str, CpuItem]  # per NV12 input whose width is not aligned: the padding copy
     scratch: PoolBuffer | None = None
     layers: dict[str, Any] = field(default_factory=dict)  # plugin instances by node name
 
@@ -91,7 +92,16 @@ def plan(model: CompiledModel, sess: session.Session) -> ModelPlan:
     slots: dict[tuple[str, int], int] = {}
     offset = 0
     line = soc.cpu.line_bytes
-    for part in items.values():
+    pads = {}
+    for name in model.graph.inputs:
+        dims = nv12_dims(model, name)
+        if dims is not None and dims[3] % NV12_WIDTH_ALIGN:
+            n, _, h, w = dims
+            compact, padded = n * h * w * 3 // 2, n * h * aligned_width(w) * 3 // 2
+            pads[name] = CpuItem(f"pad {name}", "pad", estimate_module.COPY,
+                                 -(-padded // soc.cpu.vector_bytes), ((name, compact),),
+                                 ((name, padded),))
+    for part in (*items.values(), list(pads.values())):
         for item in part:
             for tensor, nbytes in (*item.reads, *item.writes):
                 if _user_tensor(model, tensor, nbytes) or (tensor, nbytes) in slots:
@@ -99,7 +109,22 @@ def plan(model: CompiledModel, sess: session.Session) -> ModelPlan:
                 slots[tensor, nbytes] = offset
                 offset += -(-nbytes // line) * line
     return ModelPlan(items, model.subgraphs(), model.weights_resident(soc), slots, offset,
-                     {n.name: n for n in model.graph.nodes})
+                     {n.name: n for n in model.graph.nodes}, pads)
+
+
+NV12_WIDTH_ALIGN = 16  # an NV12 input's rows: documented, hbDNN's alignment rules (seed 000)
+
+
+def aligned_width(width: int) -> int:
+    return -(-width // NV12_WIDTH_ALIGN) * NV12_WIDTH_ALIGN
+
+
+def nv12_dims(model: CompiledModel, name: str) -> tuple[int, int, int, int] | None:
+    """(N, 3, H, W) of an NV12 model input, None for any other tensor."""
+    if name not in model.graph.inputs or model.options.get("input_type") != "nv12":
+        return None
+    n, rows, width = model.graph.tensors[name].shape
+    return n, 3, rows * 2 // 3, width
 
 
 def _user_tensor(model: CompiledModel, tensor: str, nbytes: int) -> bool:
@@ -170,10 +195,15 @@ class SegmentRun:
     def __call__(self) -> None:
         self.thread = self.sess.thread()
         try:
+            if self.index < 0:  # before the model: pad the unaligned NV12 inputs
+                for item in self.plan.pads.values():
+                    self._cpu(item)
+                return
             self._run()
         except Exception as exc:  # a plugin's bug fails the task, not the worker
             self.task.error = f"{type(exc).__name__}: {exc}"
-        self.done.succeed()
+        finally:
+            self.done.succeed()
 
     def _record(self, what: str, kind: str, start: int) -> None:
         self.task.segments.append({"model": self.number, "segment": self.index, "kind": kind,
@@ -201,7 +231,7 @@ class SegmentRun:
                        full_line=np.concatenate(writes), streams=np.concatenate(streams))
         start = self.thread.now_ps
         self.thread.cpu(work, item.name)
-        self._record(item.name, item.op if item.op in ("quantize", "dequantize", "layout")
+        self._record(item.name, item.op if item.op in ("quantize", "dequantize", "layout", "pad")
                      else "cpu", start)
 
     def _maintain(self, op: str, ranges: list[tuple[int, int]]) -> None:
@@ -364,7 +394,11 @@ def run_bpu(sess: session.Session, task: hbDNNTask, model: CompiledModel,
         resident_weights=model_plan.resident, core=task.core, priority=task.priority,
         custom_id=task.custom_id)
     link(bpu_task)
+    task.bpu_task = bpu_task
     yield soc.bpu.submit(bpu_task)
+    task.bpu_task = None
+    if bpu_task.started_ps < 0:  # released while it waited: it never ran
+        return
     task.segments.append({"model": number, "segment": index, "kind": "bpu",
                           "name": f"bpu subgraph {index}", "start_ps": start,
                           "end_ps": soc.env.now, "busy_ps": bpu_task.busy_ps,

@@ -109,8 +109,8 @@ HB_DNN_MODEL_IS_RUNNING = status.define(
     -6000013, "hbDNN: a task of a model of this packed handle has not been released")
 HB_DNN_INCOMPATIBLE_MODEL = status.define(-6000014, "hbDNN: incompatible model")
 HB_DNN_API_USE_ERROR = status.define(
-    -6000015, "hbDNN: not supported by this emulator yet (NV12_SEPARATE, tensors padded to "
-              "alignedShape)")
+    -6000015, "hbDNN: the call does not fit the model (hbDNNInfer on a model whose input "
+              "comes from the resizer, or hbDNNRoiInfer on one whose input does not)")
 HB_DNN_WRONG_THREAD = status.define_wrong_thread(-6000101, "hbDNN")
 HB_DNN_DEADLOCK = status.define(
     -6000102, "hbDNN: the task can never finish: nothing left in the simulation can run it")
@@ -245,11 +245,20 @@ class hbDNNHandle:
 
 
 class _Entry(NamedTuple):
-    """One model of a task: its handle and the pool buffers of its inputs and outputs."""
+    """One model of a task: its handle, where its inputs are, its outputs' buffers."""
 
     dnn: hbDNNHandle
-    inputs: list[PoolBuffer]
+    sources: list[_Input]
     outputs: list[PoolBuffer]
+
+    @property
+    def inputs(self) -> list[PoolBuffer]:
+        return [source.buffer for source in self.sources]
+
+    @property
+    def buffers(self) -> list[PoolBuffer]:
+        """Every buffer it uses (pinned while the task lives)."""
+        return [*(b for source in self.sources for b in source.planes), *self.outputs]
 
 
 class hbDNNTask:
@@ -270,6 +279,7 @@ class hbDNNTask:
         self.submitted_ps = sess.now_ps
         self.finished_ps = -1
         self.segments: list[dict[str, Any]] = []  # per segment: model, kind, times
+        self.bpu_task: Task | None = None  # its BPU subgraph on the queue or a core
 
     def __repr__(self) -> str:
         return f"<hbDNNTask {self.name!r}{' released' if self.released else ''}>"
@@ -332,7 +342,11 @@ def hbDNNInitializeFromFiles(modelFileNames: Any, modelFileCount: Any = None
             return HB_DNN_INVALID_ARGUMENT, None
         models: list[CompiledModel] = []
         for name in modelFileNames:
-            if not Path(name).is_file():
+            try:
+                readable = Path(name).is_file()
+            except OSError:  # a name the file system refuses (too long, ...)
+                readable = False
+            if not readable:
                 return HB_DNN_CAN_NOT_OPEN_FILE, None
             try:
                 models += compiler.load_file(name)
@@ -462,15 +476,18 @@ def hbDNNGetOutputTensorProperties(dnnHandle: Any, outputIndex: Any
 def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
     """A tensor as hbDNN describes it. Feature maps and outputs are float32 NCHW (the
     compiled model quantises and dequantises on the CPU), images uint8 NHWC; NV12 is
-    described as N x 3 x H x W with its H x W x 3 / 2 bytes, strides 0, as on the board."""
+    described as N x 3 x H x W, its rows aligned to 16 bytes in `alignedShape` (H x W_16
+    x 3 / 2 bytes per image), strides 0, as on the board."""
     tensor = model.graph.tensors[name]
     props = hbDNNTensorProperties()
     input_type = model.options.get("input_type", "featuremap")
     shape = tensor.shape
     itemsize = np.dtype(tensor.dtype).itemsize
-    if name in model.graph.inputs and input_type == "nv12":
-        n, rows, width = shape
-        dims: tuple[int, ...] = (n, 3, rows * 2 // 3, width)
+    aligned: tuple[int, ...] | None = None
+    nv12 = dnn_tasks.nv12_dims(model, name)
+    if nv12 is not None:
+        dims: tuple[int, ...] = nv12
+        aligned = (*nv12[:3], dnn_tasks.aligned_width(nv12[3]))
         props.tensorType, props.tensorLayout = HB_DNN_IMG_TYPE_NV12, HB_DNN_LAYOUT_NCHW
     elif name in model.graph.inputs and input_type in _IMAGE_TYPES:
         dims = shape
@@ -480,9 +497,9 @@ def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
         props.tensorType = _TYPES.get(tensor.dtype, HB_DNN_TENSOR_TYPE_MAX)
         props.tensorLayout = HB_DNN_LAYOUT_NCHW if len(shape) == 4 else HB_DNN_LAYOUT_NONE
     props.validShape = hbDNNTensorShape(dims)
-    props.alignedShape = hbDNNTensorShape(dims)
-    props.alignedByteSize = math.prod(shape) * itemsize
-    if not (name in model.graph.inputs and input_type == "nv12"):
+    props.alignedShape = hbDNNTensorShape(aligned or dims)
+    props.alignedByteSize = (math.prod(aligned) // 2 if aligned else math.prod(shape) * itemsize)
+    if nv12 is None:
         strides = [itemsize * math.prod(shape[k + 1:]) for k in range(len(shape))]
         props.stride = strides + [0] * (HB_DNN_TENSOR_MAX_DIMENSIONS - len(strides))
     return props
@@ -490,12 +507,25 @@ def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
 
 # --- inference -----------------------------------------------------------------------------
 
+class _Input(NamedTuple):
+    """Where an input's data is: its buffer (for NV12_SEPARATE, the Y and the UV plane's),
+    and for NV12 the bytes per row (the aligned width, or the valid one when the tensor's
+    `alignedShape` was set to its `validShape`: the runtime then pads a copy first)."""
+
+    planes: tuple[PoolBuffer, ...]
+    pitch: int = 0
+
+    @property
+    def buffer(self) -> PoolBuffer:
+        return self.planes[0]
+
+
 def _tensor_buffers(tensors: Any, names: Sequence[str], model: CompiledModel,
-                    sess: session.Session) -> list[PoolBuffer] | int:
-    """The pool buffer of each tensor (checked against the model's tensor), or an rc."""
+                    sess: session.Session) -> list[_Input] | int:
+    """Where each tensor's data is (checked against the model's tensor), or an rc."""
     if not isinstance(tensors, list | tuple) or len(tensors) != len(names):
         return HB_DNN_INVALID_ARGUMENT
-    buffers = []
+    found = []
     for tensor, name in zip(tensors, names, strict=True):
         if not isinstance(tensor, hbDNNTensor) or not isinstance(tensor.sysMem, list | tuple) \
                 or not tensor.sysMem:
@@ -504,21 +534,32 @@ def _tensor_buffers(tensors: Any, names: Sequence[str], model: CompiledModel,
         props = tensor.properties
         if not isinstance(props, hbDNNTensorProperties):
             return HB_DNN_INVALID_ARGUMENT
-        if props.tensorType == HB_DNN_IMG_TYPE_NV12_SEPARATE:
-            return HB_DNN_API_USE_ERROR
+        kind = status.as_int(props.tensorType)
         valid = props.validShape.dims() if isinstance(props.validShape, hbDNNTensorShape) \
             else None
         aligned = props.alignedShape.dims() if isinstance(props.alignedShape,
                                                           hbDNNTensorShape) else None
-        if valid != wanted.validShape.dims() or props.tensorType != wanted.tensorType:
+        separate = kind == HB_DNN_IMG_TYPE_NV12_SEPARATE
+        if valid != wanted.validShape.dims() or (
+                kind != wanted.tensorType
+                and not (separate and wanted.tensorType == HB_DNN_IMG_TYPE_NV12)):
             return HB_DNN_INVALID_ARGUMENT
-        if aligned != wanted.alignedShape.dims():
-            return HB_DNN_API_USE_ERROR
-        buf = buffer_of(tensor.sysMem[0], sess)
-        if buf is None or buf.size_bytes < wanted.alignedByteSize:
+        if aligned not in (wanted.alignedShape.dims(), valid):
             return HB_DNN_INVALID_ARGUMENT
-        buffers.append(buf)
-    return buffers
+        nv12 = dnn_tasks.nv12_dims(model, name)
+        pitch = 0 if nv12 is None else aligned[3]  # type: ignore[index]
+        if nv12 is None:
+            sizes = [wanted.alignedByteSize]
+        else:
+            n, _, h, _ = nv12
+            sizes = [n * h * pitch, n * h * pitch // 2] if separate else [n * h * pitch * 3 // 2]
+        planes = [buffer_of(mem, sess) for mem in tensor.sysMem[:len(sizes)]]
+        if len(planes) < len(sizes) or any(
+                buf is None or buf.size_bytes < size
+                for buf, size in zip(planes, sizes, strict=True)):
+            return HB_DNN_INVALID_ARGUMENT
+        found.append(_Input(tuple(b for b in planes if b is not None), pitch))
+    return found
 
 
 @status.c_function((HB_DNN_WRONG_THREAD, None))
@@ -558,9 +599,10 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
         ins = _tensor_buffers(input, model.graph.inputs, model, sess)
         if isinstance(ins, int):
             return ins, None
-        outs = _tensor_buffers(output, model.graph.outputs, model, sess)
-        if isinstance(outs, int):
-            return outs, None
+        found = _tensor_buffers(output, model.graph.outputs, model, sess)
+        if isinstance(found, int):
+            return found, None
+        outs = [source.buffer for source in found]
         if not dnn_tasks.ensure_scratch(dnn.plan(), sess, model.name):
             return HB_DNN_OUT_OF_MEMORY, None
         if joined is not None:
@@ -573,7 +615,7 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
                                custom_id)
         handle.entries.append(_Entry(dnn, ins, outs))
         dnn.tasks_alive += 1
-        for buf in (*ins, *outs):
+        for buf in handle.entries[-1].buffers:
             sess.soc.pool.pin(buf)
         if not more:
             handle.open = False
@@ -602,6 +644,12 @@ def _run(sess: session.Session, handle: hbDNNTask, call: Any
         ex = _execution(handle, entry)
         buffers = dict(zip((*model.graph.inputs, *model.graph.outputs),
                            (*entry.inputs, *entry.outputs), strict=True))
+        if any(source.pitch and source.pitch % dnn_tasks.NV12_WIDTH_ALIGN
+               for source in entry.sources):
+            done = env.event()
+            dnn_tasks.submit_host_job(sess, dnn_tasks.SegmentRun(
+                sess, handle, model, model_plan, number, -1, ex, buffers, plugins, done))
+            yield done
         for index, segment in enumerate(model.segments):
             if handle.cancelled or handle.error:
                 break
@@ -618,7 +666,7 @@ def _run(sess: session.Session, handle: hbDNNTask, call: Any
         if ex is not None and not handle.cancelled and not handle.error:
             _write_outputs(entry, ex.outputs())
     for entry in handle.entries:
-        for buf in (*entry.inputs, *entry.outputs):
+        for buf in entry.buffers:
             soc.pool.unpin(buf)
     handle.finished_ps = env.now
     handle.completed.succeed()
@@ -631,15 +679,31 @@ def _execution(handle: hbDNNTask, entry: _Entry) -> Execution | None:
         return None
     model = entry.dnn.model
     feeds = {}
-    for name, buf in zip(model.graph.inputs, entry.inputs, strict=True):
+    for name, source in zip(model.graph.inputs, entry.sources, strict=True):
         t = model.graph.tensors[name]
-        size = math.prod(t.shape) * np.dtype(t.dtype).itemsize
-        feeds[name] = buf.data[:size].view(t.dtype).reshape(t.shape).copy()
+        nv12 = dnn_tasks.nv12_dims(model, name)
+        if nv12 is None:
+            size = math.prod(t.shape) * np.dtype(t.dtype).itemsize
+            feeds[name] = source.buffer.data[:size].view(t.dtype).reshape(t.shape).copy()
+        else:
+            feeds[name] = _nv12_rows(source, *nv12)
     try:
         return Execution(model.quant, feeds)
     except InputError as exc:
         handle.error = str(exc)
         return None
+
+
+def _nv12_rows(source: _Input, n: int, _c: int, h: int, w: int) -> np.ndarray:
+    """An NV12 input as the model reads it, (N, H * 3 / 2, W): from one buffer holding each
+    image's Y then UV rows, or (NV12_SEPARATE) from a Y and a UV buffer, rows `pitch` apart."""
+    pitch = source.pitch
+    if len(source.planes) == 1:
+        frames = source.buffer.data[:n * h * pitch * 3 // 2].reshape(n, h * 3 // 2, pitch)
+        return frames[:, :, :w].copy()
+    y = source.planes[0].data[:n * h * pitch].reshape(n, h, pitch)
+    uv = source.planes[1].data[:n * h * pitch // 2].reshape(n, h // 2, pitch)
+    return np.concatenate([y[:, :, :w], uv[:, :, :w]], axis=1)
 
 
 def _write_outputs(entry: _Entry, results: dict[str, np.ndarray]) -> None:
@@ -686,13 +750,15 @@ def hbDNNReleaseTask(taskHandle: Any) -> int:
         if handle.open:  # chained with `more` and never started: nothing runs
             handle.open = False
             for entry in handle.entries:
-                for buf in (*entry.inputs, *entry.outputs):
+                for buf in entry.buffers:
                     sess.soc.pool.unpin(buf)
             free()
         elif handle.completed.triggered:
             free()
-        else:
+        else:  # the BPU stops it at its next function-call boundary, the CPU after its node
             handle.cancelled = True
+            if handle.bpu_task is not None:
+                sess.soc.bpu.cancel(handle.bpu_task)
             handle.completed.callbacks.append(free)
         return HB_DNN_SUCCESS
 

@@ -63,6 +63,7 @@ class Task:
     preemptions: int = 0
     next_stage: int = 0
     error: str | None = None
+    cancelled: bool = False  # `CoreGroup.cancel`: stop at the next stage boundary
     done: simpy.Event | None = None
     flow_id: int = 0  # the trace flow from the API call that submitted it (0: none)
 
@@ -149,6 +150,20 @@ class CoreGroup(Component):
     def queued(self) -> int:
         return len(self._pending)
 
+    def cancel(self, task: Task) -> None:
+        """Stop `task`: a waiting one leaves the queue now, a running one at its next stage
+        boundary (a stage is never cut); either way its `done` fires then, with
+        `cancelled` set. A finished task is left as it is."""
+        if task.finished or task.seq < 0:
+            return
+        task.cancelled = True
+        if task in self._pending:
+            self._pending.remove(task)
+            task.finished_ps = self.env.now
+            self.count("tasks_cancelled")
+            assert task.done is not None
+            task.done.succeed(task)
+
     def _best_for(self, core: int) -> Task | None:
         eligible = [t for t in self._pending if t.core in (ANY_CORE, core)]
         return min(eligible, key=Task.order_key) if eligible else None
@@ -201,6 +216,8 @@ class CoreGroup(Component):
                 task.stages[task.next_stage] = Stage(stage.name, rest)
             else:
                 task.next_stage += 1
+            if task.cancelled:
+                break
             if task.next_stage < len(task.stages) and self._preempt_wanted(core, task):
                 task.preemptions += 1
                 self.count("preemptions")
@@ -208,7 +225,8 @@ class CoreGroup(Component):
         end = self.env.now
         self.busy_ps[core] += end - began
         task.busy_ps += end - began
-        again = task.error is None and task.next_stage < len(task.stages)
+        again = (task.error is None and not task.cancelled
+                 and task.next_stage < len(task.stages))
         flow = Flow(task.flow_id, into=True, onward=again) if task.flow_id else None
         slot.track.slice(task.name, began, end, flow=flow, priority=task.priority,
                          custom_id=task.custom_id)
@@ -217,7 +235,7 @@ class CoreGroup(Component):
             self._pending.append(task)
         else:
             task.finished_ps = end
-            self.count("tasks_done")
+            self.count("tasks_cancelled" if task.cancelled else "tasks_done")
             assert task.done is not None
             task.done.succeed(task)
         self._dispatch()

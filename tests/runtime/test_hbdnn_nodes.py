@@ -8,7 +8,8 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from emu.nn import compiler, execute
+from emu import sleep_ms
+from emu.nn import compiler, execute, zoo
 from emu.runtime import hbdnn as dnn
 from emu.runtime import session
 from emu.runtime.hbdsp import (
@@ -208,3 +209,77 @@ def test_the_seeds_nn_sample_prints_its_top5_and_every_segment(tmp_path, capsys)
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0001
     segments = "\n".join(lines[6:])
     assert "bpu subgraph 0" in segments and "plugin prob" in segments
+
+
+@pytest.fixture(scope="module")
+def nv12_model(tmp_path_factory):
+    """A 32 x 40 NV12 model: its rows (40 bytes) are not 16-aligned."""
+    model = compiler.compile_model(zoo.build("mobilenetv2", (32, 40), classes=10), "nv",
+                                   compiler.CompileOptions(input_type="nv12", calib_random=2),
+                                   SOC)
+    path = tmp_path_factory.mktemp("nv12") / "nv.hbm"
+    path.write_bytes(compiler.dumps([model]))
+    return path, model
+
+
+def test_nv12_inputs_aligned_padded_by_the_runtime_or_in_two_planes(sess, nv12_model):
+    path, model = nv12_model
+    picture = np.random.default_rng(5).integers(0, 256, (1, 48, 40), dtype=np.uint8)
+    want = model.run({model.graph.inputs[0]: picture})[model.graph.outputs[0]]
+    rc, packed = dnn.hbDNNInitializeFromFiles([str(path)])
+    assert rc == 0
+    _, handle = dnn.hbDNNGetModelHandle(packed, "nv")
+    _, props = dnn.hbDNNGetInputTensorProperties(handle, 0)
+    assert props.tensorType == dnn.HB_DNN_IMG_TYPE_NV12
+    assert props.validShape.dims() == (1, 3, 32, 40)
+    assert props.alignedShape.dims() == (1, 3, 32, 48)
+    assert props.alignedByteSize == 48 * 48 and props.stride == [0] * 8
+    aligned = np.zeros((1, 48, 48), np.uint8)
+    aligned[:, :, :40] = picture
+    cases = {"aligned": (dnn.HB_DNN_IMG_TYPE_NV12, (1, 3, 32, 48), [aligned]),
+             "padded by the runtime": (dnn.HB_DNN_IMG_TYPE_NV12, (1, 3, 32, 40), [picture]),
+             "two planes": (dnn.HB_DNN_IMG_TYPE_NV12_SEPARATE, (1, 3, 32, 48),
+                            [aligned[:, :32], aligned[:, 32:]])}
+    for case, (kind, aligned_dims, planes) in cases.items():
+        image = dnn.hbDNNTensor()
+        image.properties.tensorType = kind
+        image.properties.validShape = dnn.hbDNNTensorShape((1, 3, 32, 40))
+        image.properties.alignedShape = dnn.hbDNNTensorShape(aligned_dims)
+        for mem, plane in zip(image.sysMem, planes, strict=False):
+            assert hbSysAllocCachedMem(mem, plane.size) == 0
+            mem.virAddr[:] = plane.reshape(-1)
+        outputs = _tensors(handle, True)
+        rc, task = _infer(handle, [image], outputs)
+        assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0, case
+        got = outputs[0].sysMem[0].virAddr[:want.nbytes].view(np.float32).reshape(want.shape)
+        assert np.array_equal(got, want), case
+        assert (task.segments[0]["name"] == "pad input") is (case == "padded by the runtime")
+        assert dnn.hbDNNReleaseTask(task) == 0
+        if case == "two planes":  # a plane too small for its rows is refused
+            image.sysMem[1] = hbSysMem()
+            assert hbSysAllocCachedMem(image.sysMem[1], 16 * 48 - 1) == 0
+            assert _infer(handle, [image], outputs)[0] == dnn.HB_DNN_INVALID_ARGUMENT
+
+
+def test_a_released_running_task_stops_at_its_next_function_call(sess, tmp_path):
+    model = compiler.compile_model(zoo.build("resnet18", (64, 64)), "r18",
+                                   compiler.CompileOptions(calib_random=1,
+                                                           max_time_per_fc_us=50), SOC)
+    path = tmp_path / "r18.hbm"
+    path.write_bytes(compiler.dumps([model]))
+    rc, packed = dnn.hbDNNInitializeFromFiles([str(path)])
+    _, handle = dnn.hbDNNGetModelHandle(packed, "r18")
+    dnn.set_timing_only(packed)
+    inputs, outputs = _tensors(handle, False), _tensors(handle, True)
+    rc, task = _infer(handle, inputs, outputs)
+    assert rc == 0
+    while task.bpu_task is None or task.bpu_task.started_ps < 0:
+        sleep_ms(0.01)
+    bpu = task.bpu_task
+    calls = len(bpu.stages)
+    assert calls > 3
+    assert dnn.hbDNNReleaseTask(task) == 0
+    sleep_ms(5)
+    assert bpu.cancelled and bpu.finished and 1 <= bpu.next_stage < calls
+    assert sess.stats()["bpu"]["tasks_cancelled"] == 1
+    assert all(s["kind"] != "dequantize" for s in task.segments)

@@ -41,6 +41,9 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
                       choices=["nv12", "rgb", "bgr", "yuv444", "gray", "featuremap"],
                       help="what the compiled model takes (default featuremap: the ONNX "
                            "input, float32 NCHW); image types take uint8 pixels")
+    comp.add_argument("--input-source", default="ddr", choices=["ddr", "resizer"],
+                      help="image input types: where the image comes from (default ddr: "
+                           "hbDNNInfer; resizer: regions of larger images, hbDNNRoiInfer)")
     comp.add_argument("--batch", type=whole(1, 256), metavar="N",
                       help="batch to compile for (default: the model's own)")
     comp.add_argument("--mean", metavar="M[,M,M]",
@@ -147,7 +150,7 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
         calib_dir=None if args.calib_dir is None else Path(args.calib_dir),
         calib_random=args.calib_random or compiler.DEFAULT_CALIBRATION_SAMPLES,
         seed=args.seed, max_time_per_fc_us=args.max_time_per_fc,
-        dsp_softmax=args.dsp_softmax, int16=args.int16)
+        dsp_softmax=args.dsp_softmax, int16=args.int16, input_source=args.input_source)
     compiled = []
     steps = len(names) * compiler.STEPS
     with progress("compile") as bar:

@@ -54,6 +54,11 @@ Progress = Callable[[str], None]
 STEPS = 4  # progress reports per model: import, calibrate, quantise, check accuracy
 
 
+# Where an image input comes from: a buffer in DDR (hbDNNInfer), or regions of interest of
+# larger images that the BPU's resizer scales to the input size (hbDNNRoiInfer).
+INPUT_SOURCES = ("ddr", "resizer")
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """What `emu compile` was asked for."""
@@ -68,8 +73,15 @@ class CompileOptions:
     max_time_per_fc_us: float = 0.0  # 0: no limit
     dsp_softmax: bool = False
     int16: str = "auto"  # "auto": where int8 is too coarse; "never"; "always"
+    input_source: str = "ddr"  # image inputs: "resizer" reads ROIs through the BPU resizer
 
     def __post_init__(self) -> None:
+        if self.input_source not in INPUT_SOURCES:
+            raise InputError(f"--input-source {self.input_source}: expected one of "
+                             f"{', '.join(INPUT_SOURCES)}")
+        if self.input_source == "resizer" and self.input_type not in IMAGE_TYPES:
+            raise InputError(f"--input-source resizer: needs an image --input-type "
+                             f"({', '.join(IMAGE_TYPES)}), not {self.input_type}")
         if self.int16 not in INT16_RULES:
             raise InputError(f"--int16 {self.int16}: expected one of {', '.join(INT16_RULES)}")
         if self.input_type not in INPUT_TYPES:
@@ -90,7 +102,8 @@ class CompileOptions:
                 "calibration": (f"dir {self.calib_dir}" if self.calib_dir is not None
                                 else f"random {self.calib_random} seed {self.seed}"),
                 "max_time_per_fc_us": self.max_time_per_fc_us,
-                "dsp_softmax": self.dsp_softmax, "int16": self.int16}
+                "dsp_softmax": self.dsp_softmax, "int16": self.int16,
+                "input_source": self.input_source}
 
 
 @dataclass

@@ -34,13 +34,14 @@ from __future__ import annotations
 import math
 import os
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
 
+from emu.bpu.timing import LayerGroup
 from emu.cpu import ops as cpu_ops
 from emu.cpu.cluster import CLEAN, INVALIDATE, CacheMaintenance, CpuWork
 from emu.errors import PoolError
@@ -383,14 +384,20 @@ def _dims4(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def run_bpu(sess: session.Session, task: hbDNNTask, model: CompiledModel,
-            model_plan: ModelPlan, number: int, index: int, link: Callable[[Any], None]
-            ) -> Generator[simpy.Event, Any, None]:
-    """A BPU subgraph as one task on the BPU queue; its figures into the task's report."""
+            model_plan: ModelPlan, number: int, index: int, link: Callable[[Any], None],
+            prefix: Sequence[LayerGroup] = ()) -> Generator[simpy.Event, Any, None]:
+    """A BPU subgraph as one task on the BPU queue; its figures into the task's report.
+    `prefix`: layer groups that run first, in the first function call (the resizer's)."""
     soc = sess.soc
     start = soc.env.now
     label = f"{task.name} m{number} bpu{index}"
+    layers = [*prefix, *model_plan.subgraphs[index]]
+    spans = model.function_calls.get(index)
+    if prefix and spans is not None:
+        k = len(prefix)
+        spans = [(0, spans[0][1] + k), *((a + k, b + k) for a, b in spans[1:])]
     bpu_task = soc.bpu.model_task(
-        label, model_plan.subgraphs[index], spans=model.function_calls.get(index),
+        label, layers, spans=spans,
         resident_weights=model_plan.resident, core=task.core, priority=task.priority,
         custom_id=task.custom_id)
     link(bpu_task)

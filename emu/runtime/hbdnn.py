@@ -33,7 +33,10 @@ Error codes: the values of the J5 OE's `hb_dnn_status.h` (`HB_DNN_TASK_NUM_EXCEE
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import sys
 import weakref
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
@@ -44,7 +47,7 @@ import simpy
 
 from emu.errors import InputError
 from emu.mem.pool import PoolBuffer
-from emu.nn import compiler
+from emu.nn import compiler, resizer
 from emu.nn.compiler import CompiledModel
 from emu.nn.execute import Execution
 from emu.runtime import dnn_tasks, session, status
@@ -114,6 +117,52 @@ HB_DNN_API_USE_ERROR = status.define(
 HB_DNN_WRONG_THREAD = status.define_wrong_thread(-6000101, "hbDNN")
 HB_DNN_DEADLOCK = status.define(
     -6000102, "hbDNN: the task can never finish: nothing left in the simulation can run it")
+
+
+# --- environment variables and logging ------------------------------------------------------
+
+ENV_LOG_LEVEL = "HB_DNN_LOG_LEVEL"
+ENV_SIM_PLATFORM = "HB_DNN_SIM_PLATFORM"
+HB_DNN_LOG_NONE, HB_DNN_LOG_WARNING, HB_DNN_LOG_ERROR, HB_DNN_LOG_FATAL = 0, 3, 4, 5
+SIM_PLATFORMS = {"BAYES": True, "BERNOULLI": False, "BERNOULLI2": False}  # J5 is Bayes
+
+
+def log_level() -> int:
+    """`HB_DNN_LOG_LEVEL` (0 none, 3 warning, 4 error, 5 fatal; default warning, as the
+    board's); an unreadable value counts as the default."""
+    value = os.environ.get(ENV_LOG_LEVEL, "").strip()
+    return int(value) if value in ("0", "3", "4", "5") else HB_DNN_LOG_WARNING
+
+
+def _api(refused: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A C-named function (`status.c_function`) that, as the board's library does, logs a
+    failed call's error on stderr when the log level lets errors through (3 or 4)."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        guarded = status.c_function(refused)(fn)
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = guarded(*args, **kwargs)
+            rc = result[0] if isinstance(result, tuple) else result
+            if isinstance(rc, int) and rc < 0 and log_level() in (HB_DNN_LOG_WARNING,
+                                                                  HB_DNN_LOG_ERROR):
+                print(f"[hbDNN] [E] {fn.__name__}: {status.describe(rc)}", file=sys.stderr)
+            return result
+
+        return call
+
+    return wrap
+
+
+def _platform_refuses() -> int | None:
+    """`HB_DNN_SIM_PLATFORM`, accepted as the x86 simulator's: BAYES (J5) or unset runs the
+    models; BERNOULLI / BERNOULLI2 (XJ2 / XJ3) cannot run a J5 model; anything else is not
+    a platform."""
+    value = os.environ.get(ENV_SIM_PLATFORM)
+    if value is None or SIM_PLATFORMS.get(value.strip()) is True:
+        return None
+    return HB_DNN_INCOMPATIBLE_MODEL if value.strip() in SIM_PLATFORMS \
+        else HB_DNN_INVALID_ARGUMENT
 
 
 # --- structs ---------------------------------------------------------------------------------
@@ -250,6 +299,8 @@ class _Entry(NamedTuple):
     dnn: hbDNNHandle
     sources: list[_Input]
     outputs: list[PoolBuffer]
+    rois: tuple[tuple[_Image, resizer.Roi] | None, ...] = ()  # hbDNNRoiInfer: per batch slot
+    out_offset: int = 0  # hbDNNRoiInfer: which batch group's rows of the outputs it fills
 
     @property
     def inputs(self) -> list[PoolBuffer]:
@@ -258,7 +309,9 @@ class _Entry(NamedTuple):
     @property
     def buffers(self) -> list[PoolBuffer]:
         """Every buffer it uses (pinned while the task lives)."""
-        return [*(b for source in self.sources for b in source.planes), *self.outputs]
+        images = [slot[0].buffer for slot in self.rois if slot is not None]
+        return [*(b for source in self.sources for b in source.planes), *images,
+                *self.outputs]
 
 
 class hbDNNTask:
@@ -280,6 +333,7 @@ class hbDNNTask:
         self.finished_ps = -1
         self.segments: list[dict[str, Any]] = []  # per segment: model, kind, times
         self.bpu_task: Task | None = None  # its BPU subgraph on the queue or a core
+        self.pinned: list[PoolBuffer] = []  # the buffers it uses, pinned until it ends
 
     def __repr__(self) -> str:
         return f"<hbDNNTask {self.name!r}{' released' if self.released else ''}>"
@@ -323,13 +377,16 @@ def hbDNNGetVersion() -> str:
 
 
 def _packed(sess: session.Session, models: list[CompiledModel]) -> tuple[int, Any]:
+    refused = _platform_refuses()
+    if refused is not None:
+        return refused, None
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         return HB_DNN_INVALID_MODEL, None
     return HB_DNN_SUCCESS, hbPackedDNNHandle(sess, models)
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNInitializeFromFiles(modelFileNames: Any, modelFileCount: Any = None
                              ) -> tuple[int, hbPackedDNNHandle | None]:
     """Load every model of the files; returns (rc, packed handle)."""
@@ -355,7 +412,7 @@ def hbDNNInitializeFromFiles(modelFileNames: Any, modelFileCount: Any = None
         return _packed(sess, models)
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNInitializeFromDDR(modelData: Any, modelDataLengths: Any, modelDataCount: Any = None
                            ) -> tuple[int, hbPackedDNNHandle | None]:
     """Load every model of the files' bytes already in memory; returns (rc, packed)."""
@@ -380,7 +437,7 @@ def hbDNNInitializeFromDDR(modelData: Any, modelDataLengths: Any, modelDataCount
         return _packed(sess, models)
 
 
-@status.c_function(HB_DNN_WRONG_THREAD)
+@_api(HB_DNN_WRONG_THREAD)
 def hbDNNRelease(packedDNNHandle: Any) -> int:
     """Release the models; refused while a task of one of them is not released."""
     sess, thread = session.caller()
@@ -399,7 +456,7 @@ def hbDNNRelease(packedDNNHandle: Any) -> int:
 
 # --- model information ---------------------------------------------------------------------
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNGetModelNameList(packedDNNHandle: Any) -> tuple[int, list[str] | None]:
     sess = session.current()
     packed = _live_packed(packedDNNHandle, sess)
@@ -408,7 +465,7 @@ def hbDNNGetModelNameList(packedDNNHandle: Any) -> tuple[int, list[str] | None]:
     return HB_DNN_SUCCESS, [m.name for m in packed.models]
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNGetModelHandle(packedDNNHandle: Any, modelName: Any) -> tuple[int, hbDNNHandle | None]:
     sess = session.current()
     packed = _live_packed(packedDNNHandle, sess)
@@ -437,36 +494,36 @@ def _tensor_at(handle: Any, index: Any, outputs: bool) -> tuple[int, Any, Any]:
     return HB_DNN_SUCCESS, dnn, tensors[k]
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNGetInputCount(dnnHandle: Any) -> tuple[int, int | None]:
     return _count(dnnHandle, outputs=False)
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNGetOutputCount(dnnHandle: Any) -> tuple[int, int | None]:
     return _count(dnnHandle, outputs=True)
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNGetInputName(dnnHandle: Any, inputIndex: Any) -> tuple[int, str | None]:
     rc, _, tensor = _tensor_at(dnnHandle, inputIndex, outputs=False)
     return rc, None if tensor is None else tensor.name
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNGetOutputName(dnnHandle: Any, outputIndex: Any) -> tuple[int, str | None]:
     rc, _, tensor = _tensor_at(dnnHandle, outputIndex, outputs=True)
     return rc, None if tensor is None else tensor.name
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNGetInputTensorProperties(dnnHandle: Any, inputIndex: Any
                                   ) -> tuple[int, hbDNNTensorProperties | None]:
     rc, dnn, tensor = _tensor_at(dnnHandle, inputIndex, outputs=False)
     return rc, None if tensor is None else _properties(dnn.model, tensor.name)
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNGetOutputTensorProperties(dnnHandle: Any, outputIndex: Any
                                    ) -> tuple[int, hbDNNTensorProperties | None]:
     rc, dnn, tensor = _tensor_at(dnnHandle, outputIndex, outputs=True)
@@ -562,7 +619,71 @@ def _tensor_buffers(tensors: Any, names: Sequence[str], model: CompiledModel,
     return found
 
 
-@status.c_function((HB_DNN_WRONG_THREAD, None))
+class _Ctrl(NamedTuple):
+    core: int
+    priority: int
+    custom_id: int
+    more: int
+
+
+def _parse_ctrl(ctrl: Any, sess: session.Session) -> _Ctrl | None:
+    if not isinstance(ctrl, hbDNNInferCtrlParam):
+        return None
+    priority = status.as_int(ctrl.priority, HB_DNN_PRIORITY_LOWEST, HB_DNN_PRIORITY_HIGHEST)
+    custom_id = status.as_int(ctrl.customId, -(2**63), 2**63 - 1)
+    core_id = status.as_int(ctrl.bpuCoreId)
+    more = status.as_int(ctrl.more, 0, 1) if not isinstance(ctrl.more, bool) \
+        else int(ctrl.more)
+    if priority is None or custom_id is None or core_id not in _BPU_CORES or more is None:
+        return None
+    core = _BPU_CORES[core_id]
+    if core >= sess.soc.bpu.cores:
+        return None
+    return _Ctrl(core, priority, custom_id, more)
+
+
+def _joined(taskHandle: Any, sess: session.Session) -> hbDNNTask | int | None:
+    """The open task `taskHandle` names (None for C's nullptr), or an rc."""
+    if taskHandle is None:
+        return None
+    joined = _live_task(taskHandle, sess)
+    if joined is None or not joined.open:
+        return HB_DNN_INVALID_TASK_HANDLE
+    if len(joined.entries) >= MAX_CHAINED:
+        return HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT
+    return joined
+
+
+def _new_task(sess: session.Session, name: str, ctrl: _Ctrl) -> hbDNNTask | None:
+    """A new task handle, or None when `MAX_TASKS` are alive already."""
+    if _TASKS_ALIVE.get(sess, 0) >= MAX_TASKS:
+        return None
+    _TASKS_ALIVE[sess] = _TASKS_ALIVE.get(sess, 0) + 1
+    return hbDNNTask(sess, f"{name} #{sess.next_serial()}", ctrl.core, ctrl.priority,
+                     ctrl.custom_id)
+
+
+def _submit(sess: session.Session, call: Any, joined: hbDNNTask | None, ctrl: _Ctrl,
+            dnn: hbDNNHandle, entries: list[_Entry]) -> tuple[int, hbDNNTask | None]:
+    """Add a model's entries to the joined task or a new one; start it unless `more`."""
+    if not dnn_tasks.ensure_scratch(dnn.plan(), sess, dnn.model.name):
+        return HB_DNN_OUT_OF_MEMORY, None
+    handle = joined or _new_task(sess, dnn.model.name, ctrl)
+    if handle is None:
+        return HB_DNN_TASK_NUM_EXCEED_LIMIT, None
+    for entry in entries:
+        handle.entries.append(entry)
+        dnn.tasks_alive += 1
+        for buf in entry.buffers:
+            sess.soc.pool.pin(buf)
+            handle.pinned.append(buf)
+    if not ctrl.more:
+        handle.open = False
+        sess.soc.env.process(_run(sess, handle, call))
+    return HB_DNN_SUCCESS, handle
+
+
+@_api((HB_DNN_WRONG_THREAD, None))
 def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
                taskHandle: Any = None) -> tuple[int, hbDNNTask | None]:
     """Queue one inference of `dnnHandle` on `input` -> `output` (lists of hbDNNTensor in
@@ -575,52 +696,286 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
         dnn = _live_dnn(dnnHandle, sess)
         if dnn is None:
             return HB_DNN_INVALID_DNN_HANDLE, None
-        ctrl = inferCtrlParam
-        if not isinstance(ctrl, hbDNNInferCtrlParam):
+        ctrl = _parse_ctrl(inferCtrlParam, sess)
+        if ctrl is None:
             return HB_DNN_INVALID_ARGUMENT, None
-        priority = status.as_int(ctrl.priority, HB_DNN_PRIORITY_LOWEST, HB_DNN_PRIORITY_HIGHEST)
-        custom_id = status.as_int(ctrl.customId, -(2**63), 2**63 - 1)
-        core_id = status.as_int(ctrl.bpuCoreId)
-        more = status.as_int(ctrl.more, 0, 1) if not isinstance(ctrl.more, bool) \
-            else int(ctrl.more)
-        if priority is None or custom_id is None or core_id not in _BPU_CORES or more is None:
-            return HB_DNN_INVALID_ARGUMENT, None
-        core = _BPU_CORES[core_id]
-        if core >= sess.soc.bpu.cores:
-            return HB_DNN_INVALID_ARGUMENT, None
-        joined = None
-        if taskHandle is not None:
-            joined = _live_task(taskHandle, sess)
-            if joined is None or not joined.open:
-                return HB_DNN_INVALID_TASK_HANDLE, None
-            if len(joined.entries) >= MAX_CHAINED:
-                return HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT, None
+        joined = _joined(taskHandle, sess)
+        if isinstance(joined, int):
+            return joined, None
         model = dnn.model
+        if model.options.get("input_source", "ddr") == "resizer":
+            return HB_DNN_API_USE_ERROR, None
         ins = _tensor_buffers(input, model.graph.inputs, model, sess)
         if isinstance(ins, int):
             return ins, None
         found = _tensor_buffers(output, model.graph.outputs, model, sess)
         if isinstance(found, int):
             return found, None
-        outs = [source.buffer for source in found]
-        if not dnn_tasks.ensure_scratch(dnn.plan(), sess, model.name):
-            return HB_DNN_OUT_OF_MEMORY, None
-        if joined is not None:
-            handle = joined
-        else:
-            if _TASKS_ALIVE.get(sess, 0) >= MAX_TASKS:
-                return HB_DNN_TASK_NUM_EXCEED_LIMIT, None
-            _TASKS_ALIVE[sess] = _TASKS_ALIVE.get(sess, 0) + 1
-            handle = hbDNNTask(sess, f"{model.name} #{sess.next_serial()}", core, priority,
-                               custom_id)
-        handle.entries.append(_Entry(dnn, ins, outs))
-        dnn.tasks_alive += 1
-        for buf in handle.entries[-1].buffers:
+        return _submit(sess, call, joined, ctrl, dnn,
+                       [_Entry(dnn, ins, [source.buffer for source in found])])
+
+
+@_api((HB_DNN_WRONG_THREAD, None))
+def hbDNNRoiInfer(output: Any, input: Any, rois: Any, roiCount: Any, dnnHandle: Any,
+                  inferCtrlParam: Any, taskHandle: Any = None
+                  ) -> tuple[int, hbDNNTask | None]:
+    """Queue an inference of a model whose image input comes from the BPU's resizer
+    (`emu compile --input-source resizer`) on `roiCount` regions (`rois`, hbDNNRoi) of
+    the images in `input` (one image tensor per ROI, any size: its `validShape` and, for
+    the row stride, its `alignedShape`). data_batch = roiCount ROIs run model_batch at a
+    time (the model's compiled batch), so each output's first dimension is
+    ceil(data_batch / model_batch) x model_batch: the last group's missing slots are
+    computed from zeros and hold no valid data, as on the board. Returns (rc, task)."""
+    sess, thread = session.caller()
+    with thread.call("hbDNNRoiInfer") as call:
+        dnn = _live_dnn(dnnHandle, sess)
+        if dnn is None:
+            return HB_DNN_INVALID_DNN_HANDLE, None
+        ctrl = _parse_ctrl(inferCtrlParam, sess)
+        if ctrl is None:
+            return HB_DNN_INVALID_ARGUMENT, None
+        joined = _joined(taskHandle, sess)
+        if isinstance(joined, int):
+            return joined, None
+        model = dnn.model
+        fmt = model.options.get("input_type")
+        if model.options.get("input_source", "ddr") != "resizer":
+            return HB_DNN_API_USE_ERROR, None
+        count = status.as_int(roiCount, 1, MAX_DATA_BATCH)
+        if count is None or not isinstance(rois, list | tuple) or len(rois) != count \
+                or not isinstance(input, list | tuple) or len(input) != count:
+            return HB_DNN_INVALID_ARGUMENT, None
+        width, height = _input_size(model)
+        slots: list[tuple[_Image, resizer.Roi] | None] = []
+        for tensor, box in zip(input, rois, strict=True):
+            image = _image(tensor, sess)
+            if image is None or image.fmt != fmt:
+                return HB_DNN_INVALID_ARGUMENT, None
+            roi = _roi(box, image)
+            if roi is None or resizer.check(image.w, image.h, image.stride, roi, width, height,
+                                            image.fmt) is not None:
+                return HB_DNN_INVALID_ARGUMENT, None
+            slots.append((image, roi))
+        batch = model.batch
+        groups = -(-count // batch)
+        outs = _roi_outputs(output, model, groups * batch, sess)
+        if isinstance(outs, int):
+            return outs, None
+        slots += [None] * (groups * batch - count)
+        entries = [_Entry(dnn, [], outs, tuple(slots[g * batch:(g + 1) * batch]), g)
+                   for g in range(groups)]
+        return _submit(sess, call, joined, ctrl, dnn, entries)
+
+
+MAX_DATA_BATCH = 255  # hbDNNRoiInfer's data_batch: [1, 255] (seed 000)
+
+
+def _input_size(model: CompiledModel) -> tuple[int, int]:
+    """(W, H) of an image model's input."""
+    shape = model.graph.tensors[model.graph.inputs[0]].shape
+    if model.options.get("input_type") == "nv12":
+        return shape[2], shape[1] * 2 // 3
+    return shape[2], shape[1]
+
+
+def _roi_outputs(output: Any, model: CompiledModel, rows: int, sess: session.Session
+                 ) -> list[PoolBuffer] | int:
+    """The output buffers of hbDNNRoiInfer: float32, the model's shapes with `rows` first."""
+    names = model.graph.outputs
+    if not isinstance(output, list | tuple) or len(output) != len(names):
+        return HB_DNN_INVALID_ARGUMENT
+    buffers = []
+    for tensor, name in zip(output, names, strict=True):
+        shape = (rows, *model.graph.tensors[name].shape[1:])
+        if not isinstance(tensor, hbDNNTensor) or not isinstance(
+                tensor.properties, hbDNNTensorProperties) or not isinstance(
+                tensor.properties.validShape, hbDNNTensorShape) \
+                or tensor.properties.validShape.dims() != shape \
+                or not isinstance(tensor.sysMem, list | tuple) or not tensor.sysMem:
+            return HB_DNN_INVALID_ARGUMENT
+        buf = buffer_of(tensor.sysMem[0], sess)
+        if buf is None or buf.size_bytes < 4 * math.prod(shape):
+            return HB_DNN_INVALID_ARGUMENT
+        buffers.append(buf)
+    return buffers
+
+
+# --- the resizer ------------------------------------------------------------------------
+
+HB_DNN_RESIZE_TYPE_BILINEAR = 0  # hbDNNResizeType
+
+
+class hbDNNRoi:
+    """A region of interest: left, top, right, bottom, right and bottom inclusive."""
+
+    def __init__(self, left: int = 0, top: int = 0, right: int = 0, bottom: int = 0) -> None:
+        self.left, self.top, self.right, self.bottom = left, top, right, bottom
+
+
+class hbDNNResizeCtrlParam:
+    """Control of one hbDNNResize: core, priority, interpolation."""
+
+    bpuCoreId: int
+    priority: int
+    resizeType: int
+    reserved1: int
+    reserved2: int
+    reserved3: int
+    reserved4: int
+
+    def __init__(self) -> None:
+        _resize_defaults(self)
+
+
+def _resize_defaults(param: hbDNNResizeCtrlParam) -> None:
+    param.bpuCoreId = HB_BPU_CORE_ANY
+    param.priority = HB_DNN_PRIORITY_LOWEST
+    param.resizeType = HB_DNN_RESIZE_TYPE_BILINEAR
+    param.reserved1 = param.reserved2 = param.reserved3 = param.reserved4 = 0
+
+
+def HB_DNN_INITIALIZE_RESIZE_CTRL_PARAM(param: hbDNNResizeCtrlParam) -> int:
+    """The board's initialiser macro: any core, lowest priority, bilinear."""
+    if not isinstance(param, hbDNNResizeCtrlParam):
+        return HB_DNN_INVALID_ARGUMENT
+    _resize_defaults(param)
+    return HB_DNN_SUCCESS
+
+
+_RESIZER_FORMATS = {HB_DNN_IMG_TYPE_NV12: "nv12", HB_DNN_IMG_TYPE_Y: "gray",
+                    HB_DNN_IMG_TYPE_RGB: "rgb", HB_DNN_IMG_TYPE_BGR: "bgr",
+                    HB_DNN_IMG_TYPE_YUV444: "yuv444"}
+
+
+class _Image(NamedTuple):
+    """An image in a pool buffer as the resizer reads or writes it."""
+
+    fmt: str
+    w: int
+    h: int
+    stride: int  # bytes per row of a plane
+    buffer: PoolBuffer
+
+    def rows(self) -> int:
+        return self.h * 3 // 2 if self.fmt == "nv12" else self.h
+
+
+def _image(tensor: Any, sess: session.Session) -> _Image | None:
+    """An image tensor: NV12 as (1, 3, H, W), the others NHWC (1, H, W, C); the row stride
+    is the `alignedShape`'s width (times the bytes per pixel)."""
+    if not isinstance(tensor, hbDNNTensor) or not isinstance(tensor.properties,
+                                                             hbDNNTensorProperties) \
+            or not isinstance(tensor.sysMem, list | tuple) or not tensor.sysMem:
+        return None
+    props = tensor.properties
+    fmt = _RESIZER_FORMATS.get(status.as_int(props.tensorType))  # type: ignore[arg-type]
+    valid = props.validShape.dims() if isinstance(props.validShape, hbDNNTensorShape) else None
+    aligned = props.alignedShape.dims() if isinstance(props.alignedShape,
+                                                      hbDNNTensorShape) else None
+    if fmt is None or valid is None or aligned is None or len(valid) != 4 \
+            or len(aligned) != 4 or valid[0] != 1:
+        return None
+    channels = 1 if fmt in ("nv12", "gray") else 3
+    if fmt == "nv12":
+        h, w, wa = valid[2], valid[3], aligned[3]
+        same = valid[:3] == aligned[:3] and valid[1] == 3
+    else:
+        h, w, wa = valid[1], valid[2], aligned[2]
+        same = valid[0:2] == aligned[0:2] and valid[3] == aligned[3] == channels
+    if not same or wa < w:
+        return None
+    buf = buffer_of(tensor.sysMem[0], sess)
+    image = None if buf is None else _Image(fmt, w, h, wa * channels, buf)
+    if image is None or image.buffer.size_bytes < image.rows() * image.stride:
+        return None
+    return image
+
+
+def _roi(box: Any, image: _Image) -> resizer.Roi | None:
+    """The ROI an hbDNNRoi gives (None: the whole image), or None if it is not one."""
+    if box is None:
+        return resizer.Roi(0, 0, image.w - 1, image.h - 1)
+    if not isinstance(box, hbDNNRoi):
+        return None
+    sides = [status.as_int(v, 0, status.INT32_MAX)
+             for v in (box.left, box.top, box.right, box.bottom)]
+    if any(v is None for v in sides):
+        return None
+    return resizer.Roi(*(int(v) for v in sides if v is not None))
+
+
+@_api((HB_DNN_WRONG_THREAD, None))
+def hbDNNResize(output: Any, input: Any, roi: Any, resizeCtrlParam: Any
+                ) -> tuple[int, hbDNNTask | None]:
+    """Queue a resize on the BPU's resizer: the `roi` (hbDNNRoi; None: the whole image) of
+    the `input` image to the size of the `output` image (same format: NV12, Y, RGB, BGR or
+    YUV444), bilinear (`emu/nn/resizer.py`). Returns (rc, task); wait for and release the
+    task as for hbDNNInfer (it counts toward the 32 tasks)."""
+    sess, thread = session.caller()
+    with thread.call("hbDNNResize") as call:
+        ctrl = resizeCtrlParam
+        if not isinstance(ctrl, hbDNNResizeCtrlParam):
+            return HB_DNN_INVALID_ARGUMENT, None
+        as_infer = hbDNNInferCtrlParam()
+        as_infer.bpuCoreId, as_infer.priority = ctrl.bpuCoreId, ctrl.priority
+        parsed = _parse_ctrl(as_infer, sess)
+        if parsed is None or status.as_int(ctrl.resizeType) != HB_DNN_RESIZE_TYPE_BILINEAR:
+            return HB_DNN_INVALID_ARGUMENT, None
+        src, dst = _image(input, sess), _image(output, sess)
+        if src is None or dst is None or src.fmt != dst.fmt:
+            return HB_DNN_INVALID_ARGUMENT, None
+        box = _roi(roi, src)
+        if box is None or resizer.check(src.w, src.h, src.stride, box, dst.w, dst.h,
+                                        src.fmt) is not None:
+            return HB_DNN_INVALID_ARGUMENT, None
+        handle = _new_task(sess, "resize", parsed)
+        if handle is None:
+            return HB_DNN_TASK_NUM_EXCEED_LIMIT, None
+        handle.open = False
+        for buf in {src.buffer.phys_addr: src.buffer, dst.buffer.phys_addr: dst.buffer}.values():
             sess.soc.pool.pin(buf)
-        if not more:
-            handle.open = False
-            sess.soc.env.process(_run(sess, handle, call))
+            handle.pinned.append(buf)
+        sess.soc.env.process(_run_resize(sess, handle, call, src, box, dst))
         return HB_DNN_SUCCESS, handle
+
+
+def _run_resize(sess: session.Session, handle: hbDNNTask, call: Any, src: _Image,
+                box: resizer.Roi, dst: _Image) -> Generator[simpy.Event, Any, None]:
+    soc = sess.soc
+    start = soc.env.now
+    job = soc.bpu.model_task(handle.name, [resizer.layer_group("resize", src.fmt, dst.w, dst.h,
+                                                               box)],
+                             core=handle.core, priority=handle.priority)
+    call.link(job)
+    handle.bpu_task = job
+    yield soc.bpu.submit(job)
+    handle.bpu_task = None
+    if job.started_ps >= 0:
+        handle.segments.append({"model": 0, "segment": 0, "kind": "bpu", "name": "resize",
+                                "start_ps": start, "end_ps": soc.env.now,
+                                "busy_ps": job.busy_ps, "pending_ps": job.pending_ps})
+    if not handle.cancelled:
+        _write_image(dst, _resized(src, box, dst.w, dst.h))
+    _finish(sess, handle)
+
+
+def _resized(src: _Image, box: resizer.Roi, w: int, h: int) -> np.ndarray:
+    return resizer.resize(src.buffer.data[:src.rows() * src.stride], src.fmt, src.w, src.h,
+                          src.stride, box, w, h)
+
+
+def _write_image(dst: _Image, pixels: np.ndarray) -> None:
+    """The resizer's output (compact rows) into `dst`'s rows of `stride` bytes."""
+    rows = pixels.reshape(dst.rows(), -1)
+    view = dst.buffer.data[:dst.rows() * dst.stride].reshape(dst.rows(), dst.stride)
+    view[:, :rows.shape[1]] = rows
+
+
+def _finish(sess: session.Session, handle: hbDNNTask) -> None:
+    for buf in handle.pinned:
+        sess.soc.pool.unpin(buf)
+    handle.finished_ps = sess.soc.env.now
+    handle.completed.succeed()
 
 
 def _run(sess: session.Session, handle: hbDNNTask, call: Any
@@ -642,20 +997,24 @@ def _run(sess: session.Session, handle: hbDNNTask, call: Any
         model = entry.dnn.model
         model_plan = entry.dnn.plan()
         ex = _execution(handle, entry)
-        buffers = dict(zip((*model.graph.inputs, *model.graph.outputs),
-                           (*entry.inputs, *entry.outputs), strict=True))
+        buffers = {**dict(zip(model.graph.inputs, entry.inputs, strict=False)),
+                   **dict(zip(model.graph.outputs, entry.outputs, strict=True))}
         if any(source.pitch and source.pitch % dnn_tasks.NV12_WIDTH_ALIGN
                for source in entry.sources):
             done = env.event()
             dnn_tasks.submit_host_job(sess, dnn_tasks.SegmentRun(
                 sess, handle, model, model_plan, number, -1, ex, buffers, plugins, done))
             yield done
+        first_bpu = next(k for k, seg in enumerate(model.segments) if seg.kind == "bpu") \
+            if any(seg.kind == "bpu" for seg in model.segments) else -1
         for index, segment in enumerate(model.segments):
             if handle.cancelled or handle.error:
                 break
             if segment.kind == "bpu":
+                # hbDNNRoiInfer: the resizer's jobs run in the model's first function call
+                prefix = [] if index != first_bpu else _resize_jobs(model, entry)
                 yield from dnn_tasks.run_bpu(sess, handle, model, model_plan, number, index,
-                                             link)
+                                             link, prefix)
                 if ex is not None:
                     ex.run_segment(index)
                 continue
@@ -665,11 +1024,7 @@ def _run(sess: session.Session, handle: hbDNNTask, call: Any
             yield done
         if ex is not None and not handle.cancelled and not handle.error:
             _write_outputs(entry, ex.outputs())
-    for entry in handle.entries:
-        for buf in entry.buffers:
-            soc.pool.unpin(buf)
-    handle.finished_ps = env.now
-    handle.completed.succeed()
+    _finish(sess, handle)
 
 
 def _execution(handle: hbDNNTask, entry: _Entry) -> Execution | None:
@@ -679,7 +1034,14 @@ def _execution(handle: hbDNNTask, entry: _Entry) -> Execution | None:
         return None
     model = entry.dnn.model
     feeds = {}
-    for name, source in zip(model.graph.inputs, entry.sources, strict=True):
+    if entry.rois:  # hbDNNRoiInfer: the resizer's outputs, zeros in the empty slots
+        name = model.graph.inputs[0]
+        t = model.graph.tensors[name]
+        width, height = _input_size(model)
+        feeds[name] = np.stack([np.zeros(t.shape[1:], np.uint8) if slot is None else
+                                _resized(slot[0], slot[1], width, height).reshape(t.shape[1:])
+                                for slot in entry.rois])
+    for name, source in zip(model.graph.inputs, entry.sources, strict=False):
         t = model.graph.tensors[name]
         nv12 = dnn_tasks.nv12_dims(model, name)
         if nv12 is None:
@@ -710,10 +1072,18 @@ def _write_outputs(entry: _Entry, results: dict[str, np.ndarray]) -> None:
     model = entry.dnn.model
     for name, buf in zip(model.graph.outputs, entry.outputs, strict=True):
         raw = np.ascontiguousarray(results[name], np.float32).view(np.uint8).reshape(-1)
-        buf.data[:raw.size] = raw
+        at = entry.out_offset * raw.size  # the batch group's rows (hbDNNRoiInfer)
+        buf.data[at:at + raw.size] = raw
 
 
-@status.c_function(HB_DNN_WRONG_THREAD)
+def _resize_jobs(model: CompiledModel, entry: _Entry) -> list[Any]:
+    """The resizer's layer groups for an hbDNNRoiInfer batch group (one per ROI)."""
+    width, height = _input_size(model)
+    return [resizer.layer_group(f"roi{k}", slot[0].fmt, width, height, slot[1])
+            for k, slot in enumerate(entry.rois) if slot is not None]
+
+
+@_api(HB_DNN_WRONG_THREAD)
 def hbDNNWaitTaskDone(taskHandle: Any, timeout: Any) -> int:
     """Wait for the task; `timeout` in ms, <= 0 waits until it is done (simulated time)."""
     sess, thread = session.caller()
@@ -731,7 +1101,7 @@ def hbDNNWaitTaskDone(taskHandle: Any, timeout: Any) -> int:
     return HB_DNN_RUN_TASK_FAILED if handle.error else HB_DNN_SUCCESS
 
 
-@status.c_function(HB_DNN_WRONG_THREAD)
+@_api(HB_DNN_WRONG_THREAD)
 def hbDNNReleaseTask(taskHandle: Any) -> int:
     """Release a task: a finished one at once; an unfinished one is cancelled at its next
     segment boundary (its outputs are not written) and its slot freed when it stops."""
@@ -749,9 +1119,8 @@ def hbDNNReleaseTask(taskHandle: Any) -> int:
 
         if handle.open:  # chained with `more` and never started: nothing runs
             handle.open = False
-            for entry in handle.entries:
-                for buf in entry.buffers:
-                    sess.soc.pool.unpin(buf)
+            for buf in handle.pinned:
+                sess.soc.pool.unpin(buf)
             free()
         elif handle.completed.triggered:
             free()
@@ -763,7 +1132,7 @@ def hbDNNReleaseTask(taskHandle: Any) -> int:
         return HB_DNN_SUCCESS
 
 
-@status.c_function(HB_DNN_WRONG_THREAD)
+@_api(HB_DNN_WRONG_THREAD)
 def hbDNNSetTaskDoneCb(taskHandle: Any, cb: Any, userdata: Any = None) -> int:
     """Call `cb(taskHandle, status, userdata)` when the task completes, on the session's
     callback thread at the completion's simulated time (at once, there, if it is done)."""
@@ -787,7 +1156,7 @@ _PLUGINS: weakref.WeakKeyDictionary[session.Session, dict[str, Callable[[], Any]
     weakref.WeakKeyDictionary()
 
 
-@status.c_function(HB_DNN_WRONG_THREAD)
+@_api(HB_DNN_WRONG_THREAD)
 def hbDNNRegisterLayerCreator(layerType: Any, layerCreator: Any) -> int:
     """Register a plugin layer for the op type `layerType` (an ONNX op name such as
     "Softmax"): every node of that type the compiler left off the BPU is computed by a
@@ -806,7 +1175,7 @@ def hbDNNRegisterLayerCreator(layerType: Any, layerCreator: Any) -> int:
     return HB_DNN_SUCCESS
 
 
-@status.c_function(HB_DNN_WRONG_THREAD)
+@_api(HB_DNN_WRONG_THREAD)
 def hbDNNUnregisterLayerCreator(layerType: Any) -> int:
     """Forget the plugin layer of `layerType`; tasks submitted afterwards use the built-in
     op again."""

@@ -609,7 +609,8 @@ def pending_rows() -> list[Row]:
             continue
         arity = len([p for p in inspect.signature(fn).parameters.values()
                      if p.default is inspect.Parameter.empty])
-        rows.append(Row(name, "all-None", lambda c, f=fn, n=arity: f(*[None] * n), ARG))
+        code = dnn.HB_DNN_INVALID_DNN_HANDLE if name == "hbDNNRoiInfer" else ARG
+        rows.append(Row(name, "all-None", lambda c, f=fn, n=arity: f(*[None] * n), code))
     if hasattr(dnn, "hbDNNRegisterLayerCreator") and hasattr(dnn, "hbDNNUnregisterLayerCreator"):
         def register(c: Ctx) -> Any:
             rc = dnn.hbDNNRegisterLayerCreator("EmuTestLayer", lambda: None)
@@ -812,6 +813,7 @@ def test_every_c_named_function_has_rows() -> None:
     # each covered function has a valid row and, with parameters, a misuse row
     for name in covered:
         codes = {row.code for row in ROWS if row.fn == name}
-        assert OK in codes, name
+        # hbDNNRoiInfer's valid calls need a resizer model: tests/runtime/test_hbdnn_resizer.py
+        assert OK in codes or name in ("hbDNNRoiInfer", "hbDNNResize"), name
         if name not in STRING_RESULT and name != "hbDNNGetVersion":
             assert codes - {OK}, name

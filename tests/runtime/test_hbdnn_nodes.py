@@ -283,3 +283,24 @@ def test_a_released_running_task_stops_at_its_next_function_call(sess, tmp_path)
     assert bpu.cancelled and bpu.finished and 1 <= bpu.next_stage < calls
     assert sess.stats()["bpu"]["tasks_cancelled"] == 1
     assert all(s["kind"] != "dequantize" for s in task.segments)
+
+
+@pytest.mark.parametrize("level, printed", [(None, True), ("3", True), ("4", True),
+                                            ("5", False), ("0", False), ("junk", True)])
+def test_hb_dnn_log_level_decides_whether_errors_are_printed(sess, monkeypatch, capsys,
+                                                             level, printed):
+    if level is not None:
+        monkeypatch.setenv("HB_DNN_LOG_LEVEL", level)
+    assert dnn.hbDNNGetModelNameList(None)[0] == dnn.HB_DNN_INVALID_PACKED_DNN_HANDLE
+    err = capsys.readouterr().err
+    assert ("hbDNNGetModelNameList: hbDNN: not a live packed handle" in err) is printed
+    assert dnn.hbDNNGetVersion() and capsys.readouterr().err == ""  # success: silent
+
+
+@pytest.mark.parametrize("platform, rc", [
+    ("BAYES", 0), ("BERNOULLI2", dnn.HB_DNN_INCOMPATIBLE_MODEL),
+    ("BERNOULLI", dnn.HB_DNN_INCOMPATIBLE_MODEL), ("J9", dnn.HB_DNN_INVALID_ARGUMENT)])
+def test_the_simulator_platform_variable_is_accepted(sess, models, monkeypatch, platform, rc):
+    monkeypatch.setenv("HB_DNN_SIM_PLATFORM", platform)
+    got, packed = dnn.hbDNNInitializeFromFiles([str(models["seg"])])
+    assert got == rc and (packed is None) is (rc != 0)

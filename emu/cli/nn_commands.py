@@ -44,6 +44,9 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
     comp.add_argument("--input-source", default="ddr", choices=["ddr", "resizer"],
                       help="image input types: where the image comes from (default ddr: "
                            "hbDNNInfer; resizer: regions of larger images, hbDNNRoiInfer)")
+    comp.add_argument("--output-codes", action="store_true",
+                      help="keep the BPU's outputs quantised (no dequantize on the CPU): "
+                           "int32 per channel after a final conv, else int8/int16 codes")
     comp.add_argument("--batch", type=whole(1, 256), metavar="N",
                       help="batch to compile for (default: the model's own)")
     comp.add_argument("--mean", metavar="M[,M,M]",
@@ -150,7 +153,8 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
         calib_dir=None if args.calib_dir is None else Path(args.calib_dir),
         calib_random=args.calib_random or compiler.DEFAULT_CALIBRATION_SAMPLES,
         seed=args.seed, max_time_per_fc_us=args.max_time_per_fc,
-        dsp_softmax=args.dsp_softmax, int16=args.int16, input_source=args.input_source)
+        dsp_softmax=args.dsp_softmax, int16=args.int16, input_source=args.input_source,
+        output_codes=args.output_codes)
     compiled = []
     steps = len(names) * compiler.STEPS
     with progress("compile") as bar:

@@ -74,6 +74,7 @@ class CompileOptions:
     dsp_softmax: bool = False
     int16: str = "auto"  # "auto": where int8 is too coarse; "never"; "always"
     input_source: str = "ddr"  # image inputs: "resizer" reads ROIs through the BPU resizer
+    output_codes: bool = False  # BPU outputs stay quantised (no dequantize on the CPU)
 
     def __post_init__(self) -> None:
         if self.input_source not in INPUT_SOURCES:
@@ -103,7 +104,7 @@ class CompileOptions:
                                 else f"random {self.calib_random} seed {self.seed}"),
                 "max_time_per_fc_us": self.max_time_per_fc_us,
                 "dsp_softmax": self.dsp_softmax, "int16": self.int16,
-                "input_source": self.input_source}
+                "input_source": self.input_source, "output_codes": self.output_codes}
 
 
 @dataclass
@@ -160,6 +161,14 @@ class CompiledModel:
         return estimate_module.estimate(
             self.graph, self.segments, soc, self.batch, self.name,
             spans=self.function_calls, dtypes=self.quant.tensor_dtypes())
+
+    def code_outputs(self) -> list[str]:
+        """The outputs the model hands over quantised (`--output-codes`): those a BPU
+        segment produces; `execute.output_quantization` says how to read them."""
+        if not self.options.get("output_codes"):
+            return []
+        made = {t for s in self.segments if s.kind == "bpu" for t in s.outputs}
+        return [name for name in self.graph.outputs if name in made]
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The model's outputs for `feeds` (every input by name), computed exactly."""
@@ -336,6 +345,8 @@ def compile_model(source: onnx.ModelProto | str | Path, name: str, options: Comp
     graph = importer.compile_graph(importer.load(model))
     graph = add_preprocess(graph, options)
     segments = placement.place(graph, dsp_softmax=options.dsp_softmax)
+    if options.output_codes:  # as J5's toolchain removing the Dequantize nodes
+        segments = [s for s in segments if s.kind != "dequantize"]
     say(f"{name}: calibrate")
     samples = calibration_samples(graph, options)
     calibration = quantize.calibrate(graph, segments, samples)

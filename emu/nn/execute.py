@@ -744,6 +744,41 @@ class Execution:
     def outputs(self) -> dict[str, np.ndarray]:
         return {name: self.as_float(name) for name in self.graph.outputs}
 
+    def output_codes(self, name: str) -> np.ndarray:
+        """A BPU output as the BPU leaves it when the model keeps its outputs quantised
+        (`output_quantization` says how to read it): a final Conv without activation gives
+        its int32 accumulators (bias included), any other output its codes."""
+        node = _conv_output(self.qmodel, name)
+        if node is None:
+            return self.as_codes(name)
+        weight = self.qmodel.layers[node.name].weight
+        x = self.codes[node.inputs[0]]
+        conv = _Builder(self.qmodel).conv(
+            node, weight, geometry(node, weight.shape[2:], x.shape[2:]),
+            int(node.attrs.get("group", 1)), name, "none")
+        return np.clip(conv.accumulate(x), -(2**31), 2**31 - 1).astype(np.int32)
+
+
+def _conv_output(qmodel: QuantModel, name: str) -> Node | None:
+    """The node producing `name` if it is a Conv without activation or residual add."""
+    node = next((n for n in qmodel.graph.nodes if name in n.outputs), None)
+    if node is None or node.op != "Conv" or node.activation != "none" or node.residual \
+            or node.name not in qmodel.layers:
+        return None
+    return node
+
+
+def output_quantization(qmodel: QuantModel, name: str) -> tuple[str, np.ndarray, int | None]:
+    """(code type, scales, axis) of a BPU output kept quantised: value = code x scale, per
+    channel (axis 1 of NCHW) for a final Conv's int32 accumulators (input scale x each
+    output channel's weight scale), one scale for the tensor (axis None) otherwise."""
+    node = _conv_output(qmodel, name)
+    if node is None:
+        qt = qmodel.tensors[name]
+        return qt.dtype, np.array([qt.scale]), None
+    in_scale = qmodel.tensors[node.inputs[0]].scale
+    return "int32", in_scale * np.asarray(qmodel.layers[node.name].w_scales, np.float64), 1
+
 
 def run(qmodel: QuantModel, feeds: dict[str, np.ndarray], *,
         integer: bool = False) -> dict[str, np.ndarray]:

@@ -47,7 +47,7 @@ import simpy
 
 from emu.errors import InputError
 from emu.mem.pool import PoolBuffer
-from emu.nn import compiler, resizer
+from emu.nn import compiler, execute, resizer
 from emu.nn.compiler import CompiledModel
 from emu.nn.execute import Execution
 from emu.runtime import dnn_tasks, session, status
@@ -553,6 +553,8 @@ def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
         dims = shape
         props.tensorType = _TYPES.get(tensor.dtype, HB_DNN_TENSOR_TYPE_MAX)
         props.tensorLayout = HB_DNN_LAYOUT_NCHW if len(shape) == 4 else HB_DNN_LAYOUT_NONE
+    if name in model.code_outputs():
+        itemsize = _describe_codes(props, model, name)
     props.validShape = hbDNNTensorShape(dims)
     props.alignedShape = hbDNNTensorShape(aligned or dims)
     props.alignedByteSize = (math.prod(aligned) // 2 if aligned else math.prod(shape) * itemsize)
@@ -560,6 +562,30 @@ def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
         strides = [itemsize * math.prod(shape[k + 1:]) for k in range(len(shape))]
         props.stride = strides + [0] * (HB_DNN_TENSOR_MAX_DIMENSIONS - len(strides))
     return props
+
+
+_CODE_TYPES = {"int8": HB_DNN_TENSOR_TYPE_S8, "int16": HB_DNN_TENSOR_TYPE_S16,
+               "int32": HB_DNN_TENSOR_TYPE_S32}
+
+
+def _describe_codes(props: hbDNNTensorProperties, model: CompiledModel, name: str) -> int:
+    """A quantised output's type and quantisation (SHIFT when every scale is a power of
+    two, value = code / 2**shift; else SCALE, value = code x scale, zero points 0), per
+    channel along `quantizeAxis` or per tensor; returns the code's size in bytes."""
+    dtype, scales, axis = execute.output_quantization(model.quant, name)
+    props.tensorType = _CODE_TYPES[dtype]
+    props.quantizeAxis = 0 if axis is None else axis
+    mantissas, exponents = np.frexp(scales)
+    if np.all(mantissas == 0.5):
+        props.quantiType = SHIFT
+        props.shift.shiftLen = len(scales)
+        props.shift.shiftData = [int(1 - e) for e in exponents]
+    else:
+        props.quantiType = SCALE
+        props.scale.scaleLen = props.scale.zeroPointLen = len(scales)
+        props.scale.scaleData = [float(np.float32(v)) for v in scales]
+        props.scale.zeroPointData = [0] * len(scales)
+    return np.dtype(dtype).itemsize
 
 
 # --- inference -----------------------------------------------------------------------------
@@ -1023,7 +1049,7 @@ def _run(sess: session.Session, handle: hbDNNTask, call: Any
                 sess, handle, model, model_plan, number, index, ex, buffers, plugins, done))
             yield done
         if ex is not None and not handle.cancelled and not handle.error:
-            _write_outputs(entry, ex.outputs())
+            _write_outputs(entry, ex)
     _finish(sess, handle)
 
 
@@ -1068,10 +1094,14 @@ def _nv12_rows(source: _Input, n: int, _c: int, h: int, w: int) -> np.ndarray:
     return np.concatenate([y[:, :, :w], uv[:, :, :w]], axis=1)
 
 
-def _write_outputs(entry: _Entry, results: dict[str, np.ndarray]) -> None:
+def _write_outputs(entry: _Entry, ex: Execution) -> None:
     model = entry.dnn.model
+    codes = model.code_outputs()
+    results = ex.outputs()
     for name, buf in zip(model.graph.outputs, entry.outputs, strict=True):
-        raw = np.ascontiguousarray(results[name], np.float32).view(np.uint8).reshape(-1)
+        value = ex.output_codes(name) if name in codes else \
+            np.asarray(results[name], np.float32)
+        raw = np.ascontiguousarray(value).view(np.uint8).reshape(-1)
         at = entry.out_offset * raw.size  # the batch group's rows (hbDNNRoiInfer)
         buf.data[at:at + raw.size] = raw
 

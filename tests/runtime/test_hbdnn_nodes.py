@@ -304,3 +304,97 @@ def test_the_simulator_platform_variable_is_accepted(sess, models, monkeypatch, 
     monkeypatch.setenv("HB_DNN_SIM_PLATFORM", platform)
     got, packed = dnn.hbDNNInitializeFromFiles([str(models["seg"])])
     assert got == rc and (packed is None) is (rc != 0)
+
+
+def _conv_reference(x, w, b):
+    """Slow: int64 sums of a 3x3, pad 1, stride 1 conv plus the bias, loop by loop."""
+    n, _, h, width = x.shape
+    padded = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, w.shape[0], h, width), np.int64)
+    for o in range(w.shape[0]):
+        for i in range(h):
+            for j in range(width):
+                out[:, o, i, j] = (padded[:, :, i:i + 3, j:j + 3]
+                                   * w[o].astype(np.int64)).sum(axis=(1, 2, 3)) + b[o]
+    return out
+
+
+def test_output_codes_are_the_final_convs_int32_accumulators_with_per_channel_scales(sess,
+                                                                                    tmp_path):
+    model = compiler.compile_model(segmented(middle=("Softmax",)), "codes",
+                                   compiler.CompileOptions(calib_random=2, output_codes=True),
+                                   SOC)
+    assert [s.kind for s in model.segments][-1] == "bpu"  # no dequantize on the CPU
+    path = tmp_path / "codes.hbm"
+    path.write_bytes(compiler.dumps([model]))
+    rc, packed = dnn.hbDNNInitializeFromFiles([str(path)])
+    _, handle = dnn.hbDNNGetModelHandle(packed, "codes")
+    _, props = dnn.hbDNNGetOutputTensorProperties(handle, 0)
+    assert props.tensorType == dnn.HB_DNN_TENSOR_TYPE_S32
+    assert props.quantiType == dnn.SCALE and props.quantizeAxis == 1
+    assert props.scale.scaleLen == 8 and props.scale.zeroPointData == [0] * 8
+    assert props.alignedByteSize == 4 * 8 * 16 * 16
+    inputs, outputs = _tensors(handle, False), _tensors(handle, True)
+    inputs[0].sysMem[0].virAddr[:X.nbytes] = X.view(np.uint8).reshape(-1)
+    rc, task = _infer(handle, inputs, outputs)
+    assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
+    assert all(s["kind"] != "dequantize" for s in task.segments)
+    got = outputs[0].sysMem[0].virAddr[:props.alignedByteSize].view(np.int32).reshape(
+        1, 8, 16, 16)
+    (conv,) = [n for n in model.graph.nodes if n.name == "conv1"]
+    codes = execute.run(model.quant, {"input": X}, integer=True)
+    x = codes[execute.CODES_PREFIX + conv.inputs[0]]
+    layer = model.quant.layers["conv1"]
+    assert np.array_equal(got, _conv_reference(x, layer.weight, layer.bias))
+    # read with its scales it is the float output up to the int8 output's rounding
+    scales = np.array(props.scale.scaleData, np.float64).reshape(1, 8, 1, 1)
+    floats = model.run({"input": X})[model.graph.outputs[0]]
+    step = model.quant.tensors[model.graph.outputs[0]].scale
+    assert np.abs(got * scales - floats).max() <= step
+    assert dnn.hbDNNReleaseTask(task) == 0
+
+
+def test_other_outputs_kept_quantised_are_their_codes_with_the_tensor_scale(sess, tmp_path):
+    model = compiler.compile_model(zoo.build("mobilenetv2", (32, 32), classes=10), "m",
+                                   compiler.CompileOptions(calib_random=2, output_codes=True),
+                                   SOC)
+    (name,) = model.code_outputs()
+    qt = model.quant.tensors[name]
+    path = tmp_path / "m.hbm"
+    path.write_bytes(compiler.dumps([model]))
+    rc, packed = dnn.hbDNNInitializeFromFiles([str(path)])
+    _, handle = dnn.hbDNNGetModelHandle(packed, "m")
+    _, props = dnn.hbDNNGetOutputTensorProperties(handle, 0)
+    kind = {"int8": dnn.HB_DNN_TENSOR_TYPE_S8, "int16": dnn.HB_DNN_TENSOR_TYPE_S16}[qt.dtype]
+    assert props.tensorType == kind and props.quantizeAxis == 0
+    if props.quantiType == dnn.SHIFT:
+        assert 2.0 ** -props.shift.shiftData[0] == qt.scale
+    else:
+        assert props.quantiType == dnn.SCALE
+        assert props.scale.scaleData == [float(np.float32(qt.scale))]
+    x = np.random.default_rng(9).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    inputs, outputs = _tensors(handle, False), _tensors(handle, True)
+    inputs[0].sysMem[0].virAddr[:x.nbytes] = x.view(np.uint8).reshape(-1)
+    rc, task = _infer(handle, inputs, outputs)
+    assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
+    want = execute.run(model.quant, {model.graph.inputs[0]: x}, integer=True)[
+        execute.CODES_PREFIX + name]
+    got = outputs[0].sysMem[0].virAddr[:want.nbytes].view(want.dtype).reshape(want.shape)
+    assert np.array_equal(got, want)
+    assert dnn.hbDNNReleaseTask(task) == 0
+
+
+@pytest.mark.parametrize("scales, axis, shifts", [([0.25], None, [2]), ([0.5, 2.0**-7], 1, [1, 7]),
+                                                  ([0.3], None, None)])
+def test_power_of_two_scales_are_described_as_shifts(monkeypatch, scales, axis, shifts):
+    monkeypatch.setattr(execute, "output_quantization",
+                        lambda quant, name: ("int8", np.array(scales), axis))
+    props = dnn.hbDNNTensorProperties()
+    model = type("Model", (), {"quant": None})()
+    assert dnn._describe_codes(props, model, "out") == 1
+    assert props.quantizeAxis == (axis or 0)
+    if shifts is None:
+        assert props.quantiType == dnn.SCALE and props.scale.scaleData == [float(np.float32(0.3))]
+    else:
+        assert props.quantiType == dnn.SHIFT and props.shift.shiftData == shifts
+        assert props.shift.shiftLen == len(shifts)

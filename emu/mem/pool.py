@@ -7,6 +7,11 @@ bitmap and ION's carveout `gen_pool` do, it is deterministic, and it fragments t
 real pool does under mixed buffer lifetimes. Every operation costs O(free blocks), never
 O(bytes).
 
+Besides first-fit allocations, `reserve` carves out a range whose address the caller
+chooses: memory the board knows about outside the allocator (a camera's carve-out that
+hbSysRegisterMem hands to the BPU). Reservations obey the same granule rules, so the free
+list and the accounting do not care which way a buffer was placed.
+
 Contents are per-buffer numpy arrays created on first touch of `PoolBuffer.data`, so a
 GiB-sized pool costs host memory only for the buffers a simulation actually reads or writes.
 """
@@ -46,10 +51,11 @@ def _as_int(value: object, what: str, error: type[Exception]) -> int:
 
 
 class PoolBuffer:
-    """One allocation from a `CmaPool`: where it sits in DDR and, once touched, its bytes.
+    """One buffer of a `CmaPool`: where it sits in DDR and, once touched, its bytes.
 
-    Only `CmaPool.alloc` creates these. The handle outlives the allocation so that use
-    after free is caught: once freed, `data` and `check_alive()` raise `PoolError`.
+    Only `CmaPool.alloc` and `CmaPool.reserve` create these. The handle outlives the buffer
+    so that use after free is caught: once freed, `data` and `check_alive()` raise
+    `PoolError`.
     """
 
     __slots__ = (
@@ -58,6 +64,7 @@ class PoolBuffer:
         "_buffer_id",
         "_cached",
         "_data",
+        "_is_reservation",
         "_label",
         "_phys_addr",
         "_pool",
@@ -77,6 +84,7 @@ class PoolBuffer:
         alignment_bytes: int,
         cached: bool,
         label: str,
+        is_reservation: bool,
     ) -> None:
         self._pool = pool
         self._buffer_id = buffer_id
@@ -86,13 +94,15 @@ class PoolBuffer:
         self._alignment_bytes = alignment_bytes
         self._cached = cached
         self._label = label
+        self._is_reservation = is_reservation
         self._alive = True
         self._users = 0
         self._data: npt.NDArray[np.uint8] | None = None
 
     @property
     def buffer_id(self) -> int:
-        """Number of this allocation in its pool, counting from 1."""
+        """Number of this buffer in its pool (allocations and reservations share the
+        sequence), counting from 1."""
         return self._buffer_id
 
     @property
@@ -112,7 +122,8 @@ class PoolBuffer:
 
     @property
     def alignment_bytes(self) -> int:
-        """Alignment `phys_addr` honours: the requested one, at least the pool's."""
+        """Alignment `phys_addr` honours: the requested one, at least the pool's (a
+        reservation's is the pool's)."""
         return self._alignment_bytes
 
     @property
@@ -123,6 +134,11 @@ class PoolBuffer:
     @property
     def label(self) -> str:
         return self._label
+
+    @property
+    def is_reservation(self) -> bool:
+        """Whether `CmaPool.reserve` placed it at the caller's address, not `alloc`."""
+        return self._is_reservation
 
     @property
     def alive(self) -> bool:
@@ -214,6 +230,7 @@ class CmaPool:
         self._used_bytes = 0
         self._high_water_bytes = 0
         self._alloc_count = 0
+        self._reserve_count = 0
         self._failed_allocs = 0
 
     @classmethod
@@ -265,8 +282,13 @@ class CmaPool:
 
     @property
     def alloc_count(self) -> int:
-        """Successful allocations so far."""
+        """Successful allocations so far; reservations are not allocations."""
         return self._alloc_count
+
+    @property
+    def reserve_count(self) -> int:
+        """Successful reservations so far."""
+        return self._reserve_count
 
     @property
     def failed_allocs(self) -> int:
@@ -289,6 +311,7 @@ class CmaPool:
             "fragmentation": self.fragmentation,
             "live_buffers": self.live_buffers,
             "alloc_count": self._alloc_count,
+            "reserve_count": self._reserve_count,
             "failed_allocs": self._failed_allocs,
         }
 
@@ -333,17 +356,69 @@ class CmaPool:
         if fit is None:
             raise PoolError(self._no_fit_message(size, reserved, alignment, label))
         index, addr = fit
-        self._take(index, addr, reserved)
         self._alloc_count += 1
+        return self._place(index, addr, size, reserved, alignment, cached, label, False)
+
+    def reserve(self, phys_addr: int, size_bytes: int, cached: bool, label: str = "") -> PoolBuffer:
+        """Reserve the buffer of `size_bytes` at exactly `phys_addr`, for memory the caller
+        already knows the address of (hbSysRegisterMem).
+
+        The granule rules of `alloc` hold: `phys_addr` must be a multiple of the pool
+        alignment (anything else would split a granule between a buffer and the free list),
+        and the reservation is `size_bytes` rounded up to it; all of it must be free, inside
+        the pool. Raises `PoolError` otherwise, changing nothing (`failed_allocs` counts
+        `alloc` only). `free` gives the range back.
+        """
+        addr = _as_int(phys_addr, "pool reserve phys_addr", PoolError)
+        size = _as_int(size_bytes, "pool reserve size_bytes", PoolError)
+        if size <= 0:
+            raise PoolError(f"pool reserve size_bytes: must be greater than 0, got {size}")
+        if not isinstance(cached, bool):
+            raise PoolError(f"pool reserve cached: expected True or False, got {cached!r}")
+        if not isinstance(label, str):
+            raise PoolError(f"pool reserve label: expected a string, got {label!r}")
+        granule = self._alignment_bytes
+        if addr % granule:
+            raise PoolError(f"pool reserve phys_addr: {addr:#x} is not a multiple of the "
+                            f"{granule} B pool alignment")
+        reserved = _align_up(size, granule)
+        end = addr + reserved
+        if addr < self._base_addr or end > self._base_addr + self._size_bytes:
+            raise PoolError(f"pool reserve: [{addr:#x}, {end:#x}) is not inside the pool "
+                            f"[{self._base_addr:#x}, {self._base_addr + self._size_bytes:#x})")
+        # The free list is the complement of the live buffers, so the range is free exactly
+        # when one free block holds all of it.
+        index = bisect.bisect_right(self._free_addrs, addr) - 1
+        if index < 0 or end > self._free_addrs[index] + self._free_sizes[index]:
+            raise PoolError(f"pool reserve: [{addr:#x}, {end:#x}) overlaps buffer "
+                            f"{self._first_live_in(addr, end)._describe()}")
+        self._reserve_count += 1
+        return self._place(index, addr, size, reserved, granule, cached, label, True)
+
+    def _first_live_in(self, addr: int, end: int) -> PoolBuffer:
+        """The lowest live buffer whose reservation meets [addr, end), which one does."""
+        index = max(bisect.bisect_right(self._live_addrs, addr) - 1, 0)
+        # Live buffers are disjoint, so their ends rise with their starts: the first to end
+        # past `addr` is the one.
+        buf = next(self._live[a] for a in self._live_addrs[index:]
+                   if a + self._live[a].reserved_bytes > addr)
+        assert buf.phys_addr < end, "free list and live buffers disagree"
+        return buf
+
+    def _place(self, index: int, addr: int, size: int, reserved: int, alignment: int,
+               cached: bool, label: str, is_reservation: bool) -> PoolBuffer:
+        """Take [addr, addr + reserved) out of free block `index` as a new live buffer."""
+        self._take(index, addr, reserved)
         buf = PoolBuffer(
             pool=self,
-            buffer_id=self._alloc_count,
+            buffer_id=self._alloc_count + self._reserve_count,
             phys_addr=addr,
             size_bytes=size,
             reserved_bytes=reserved,
             alignment_bytes=alignment,
             cached=cached,
             label=label,
+            is_reservation=is_reservation,
         )
         self._live[addr] = buf
         bisect.insort(self._live_addrs, addr)
@@ -398,7 +473,8 @@ class CmaPool:
         buf._users -= 1
 
     def free(self, buf: PoolBuffer) -> None:
-        """Give a live buffer's range back, merging it with free neighbours.
+        """Give a live buffer's range back, merging it with free neighbours; reservations
+        too (pairing frees with the call that made the buffer is the APIs' business).
 
         Raises `PoolError`, changing nothing, for a buffer already freed, not from here, or
         still used by a queued or running task.

@@ -202,10 +202,17 @@ def dense_macs(graph: Graph, node: Node) -> int:
     return math.prod(out) * math.prod(w[1:])
 
 
+def bpu_boundary(segments: Sequence[Segment]) -> frozenset[str]:
+    """The tensors BPU subgraphs read or write (in their codes)."""
+    return frozenset(t for s in segments if s.kind == "bpu" for t in (*s.inputs, *s.outputs))
+
+
 def cpu_items(graph: Graph, segment: Segment, cpu: CpuConfig,
-              dtypes: Mapping[str, str] | None = None) -> list[CpuItem]:
+              dtypes: Mapping[str, str] | None = None,
+              bpu_tensors: frozenset[str] = frozenset()) -> list[CpuItem]:
     """The CPU work of a quantize, dequantize or CPU segment, item by item (see the
-    module docstring), with the tensors each item reads and writes."""
+    module docstring), with the tensors each item reads and writes; `bpu_tensors`
+    (`bpu_boundary`) are those a CPU segment converts from and to the BPU's codes."""
     lanes = cpu.vector_bytes // _FLOAT_BYTES
     items: list[CpuItem] = []
 
@@ -220,21 +227,29 @@ def cpu_items(graph: Graph, segment: Segment, cpu: CpuConfig,
                                  math.ceil(nbytes / cpu.vector_bytes), ((tensor, nbytes),),
                                  ((tensor, nbytes),)))
 
+    def convert(tensor: str, to_codes: bool) -> None:
+        elements = math.prod(graph.tensors[tensor].shape)
+        floats, codes = elements * _FLOAT_BYTES, elements * code_bytes(tensor)
+        if to_codes:
+            items.append(CpuItem(f"quantize {tensor}", "quantize", _QUANTIZE,
+                                 math.ceil(elements / lanes), ((tensor, floats),),
+                                 ((tensor, codes),)))
+            layout(tensor, elements)
+        else:
+            layout(tensor, elements)
+            items.append(CpuItem(f"dequantize {tensor}", "dequantize", _DEQUANTIZE,
+                                 math.ceil(elements / lanes), ((tensor, codes),),
+                                 ((tensor, floats),)))
+
     if segment.kind in ("quantize", "dequantize"):
         for tensor in segment.inputs:
-            elements = math.prod(graph.tensors[tensor].shape)
-            floats, codes = elements * _FLOAT_BYTES, elements * code_bytes(tensor)
-            if segment.kind == "quantize":
-                items.append(CpuItem(f"quantize {tensor}", "quantize", _QUANTIZE,
-                                     math.ceil(elements / lanes), ((tensor, floats),),
-                                     ((tensor, codes),)))
-                layout(tensor, elements)
-            else:
-                layout(tensor, elements)
-                items.append(CpuItem(f"dequantize {tensor}", "dequantize", _DEQUANTIZE,
-                                     math.ceil(elements / lanes), ((tensor, codes),),
-                                     ((tensor, floats),)))
+            convert(tensor, segment.kind == "quantize")
         return items
+    # Between BPU subgraphs the CPU reads the BPU's codes and hands codes back: the
+    # toolchain puts a dequantize before and a quantize after the CPU ops.
+    for tensor in segment.inputs:
+        if tensor in bpu_tensors and tensor not in graph.inputs:
+            convert(tensor, False)
     by_name = {node.name: node for node in graph.nodes}
     for node_name in segment.nodes:
         node = by_name[node_name]
@@ -250,7 +265,11 @@ def cpu_items(graph: Graph, segment: Segment, cpu: CpuConfig,
             elements = sum(b for _, b in writes) // _FLOAT_BYTES
             items.append(CpuItem(node.name, node.op, _CPU_OP, math.ceil(elements / lanes),
                                  reads, writes))
+    for tensor in segment.outputs:
+        if tensor in bpu_tensors:
+            convert(tensor, True)
     return items
+
 
 def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: int,
              name: str = "model", max_time_per_fc_ps: int = 0,
@@ -268,6 +287,7 @@ def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: i
     resident = timing.weights_resident(
         [layer for part in subgraphs.values() for layer in part], cfg.bpu)
     by_name = {node.name: node for node in graph.nodes}
+    boundary = bpu_boundary(segments)
     lines: list[LayerEstimate] = []
     bpu_ps = 0
     for index, segment in enumerate(segments):
@@ -287,7 +307,7 @@ def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: i
                     first = False
         elif segment.kind in ("quantize", "dequantize", "cpu"):
             lines.extend(_item_line(item, cfg.cpu)
-                         for item in cpu_items(graph, segment, cfg.cpu, dtypes))
+                         for item in cpu_items(graph, segment, cfg.cpu, dtypes, boundary))
         else:
             lines.extend(LayerEstimate(name, by_name[name].op, segment.kind, 0, 0, 0, 0)
                          for name in segment.nodes)

@@ -87,7 +87,8 @@ class ModelPlan:
 def plan(model: CompiledModel, sess: session.Session) -> ModelPlan:
     soc = sess.config
     dtypes = model.quant.tensor_dtypes()
-    items = {k: estimate_module.cpu_items(model.graph, seg, soc.cpu, dtypes)
+    boundary = estimate_module.bpu_boundary(model.segments)
+    items = {k: estimate_module.cpu_items(model.graph, seg, soc.cpu, dtypes, boundary)
              for k, seg in enumerate(model.segments)
              if seg.kind in ("quantize", "dequantize", "cpu")}
     slots: dict[tuple[str, int], int] = {}
@@ -259,9 +260,15 @@ class SegmentRun:
         written = {(t, b) for item in items for t, b in item.writes}
         self._maintain(INVALIDATE, sorted({(self._address(t, b), b) for t, b in reads
                                            if t not in graph.inputs and (t, b) not in written}))
-        by_node = {item.name: item for item in items}
         if segment.kind == "cpu":
-            self._cpu_nodes(segment.nodes, by_node)
+            nodes = set(segment.nodes)
+            first = next(k for k, item in enumerate(items) if item.name in nodes)
+            last = max(k for k, item in enumerate(items) if item.name in nodes)
+            for item in items[:first]:  # the BPU's codes to floats in NCHW
+                self._cpu(item)
+            self._cpu_nodes(segment.nodes, {item.name: item for item in items[first:last + 1]})
+            for item in items[last + 1:]:  # and back
+                self._cpu(item)
         else:
             for item in items:
                 self._cpu(item)

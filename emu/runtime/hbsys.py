@@ -17,11 +17,34 @@ writes the dirty lines the caches hold back to DDR, an invalidate drops the line
 CPU's next reads miss; for a copy, the copy through the cache model).
 
 An `hbSysMem` names a buffer of its session's pool by its physical address and its CPU
-view: `virAddr` must be the very array the allocation handed out. So a copy of the struct
-made before the buffer was freed is refused even when a new buffer took the same address
-(it still holds the old array), and so is a struct of another session (whose pool has its
-own arrays at the same addresses). A buffer that a queued or running task uses cannot be
-freed until the task is done.
+view: `virAddr` must be the very array the allocation (or registration) handed out. So a
+copy of the struct made before the buffer was freed is refused even when a new buffer took
+the same address (it still holds the old array), and so is a struct of another session
+(whose pool has its own arrays at the same addresses). A buffer that a queued or running
+task uses cannot be freed until the task is done.
+
+Registered memory. On the board, memory reserved outside the allocator (a camera driver's
+carve-out, say) is known by its physical address; hbSysRegisterMem makes it a buffer the
+BPU can use:
+
+    mem = hbSysMem()
+    mem.phyAddr, mem.memSize = carve_out_addr, frame_bytes
+    rc = hbSysRegisterMem(mem)                  # mem.virAddr set: the CPU's (cached) view
+    ...                                         # flush, copy, hbDSPRpc, hbDNN tensors
+    rc = hbSysUnregisterMem(mem)                # mem.virAddr = None, the range is free again
+
+The emulator has no DDR outside its pool, so the range must lie in the session's pool and
+not overlap any live buffer (allocated or registered); the pool then reserves exactly that
+range (`CmaPool.reserve`). `phyAddr` must be a multiple of the pool alignment
+(`mem.alignment_bytes`: 4 KiB, a page, on the J5 preset: the unit memory is mapped in);
+the range taken is `memSize` rounded up to it, as for an allocation. Anything else returns
+HB_SYS_INVALID_ARGUMENT and changes nothing. The buffer is cacheable, its contents start
+zeroed (the emulator keeps bytes per buffer, not per address, so they do not survive
+unregistering either), and it is a buffer like any other, except that it is released with
+hbSysUnregisterMem only: hbSysFreeMem of a registered buffer, or hbSysUnregisterMem of an
+allocated one, returns HB_SYS_WRONG_RELEASE. Registrations do not count in the pool's
+`alloc_count` (they are not allocations) but in its `reserve_count`; they do count in its
+used bytes, high-water mark and live buffers, since they occupy the pool.
 """
 
 from __future__ import annotations
@@ -45,12 +68,17 @@ HB_SYS_INVALID_ARGUMENT = status.define(-6100001, "hbSys: invalid argument")
 HB_SYS_OUT_OF_MEMORY = status.define(
     -6100002, "hbSys: the memory pool cannot hold the allocation (exhausted or fragmented)")
 HB_SYS_INVALID_MEMORY = status.define(
-    -6100003, "hbSys: not a live buffer of this session's pool (never allocated, freed, "
-              "a stale copy of a freed buffer's struct, or another session's)")
+    -6100003, "hbSys: not a live buffer of this session's pool (never allocated or registered, "
+              "freed or unregistered, a stale copy of such a buffer's struct, or another "
+              "session's)")
 HB_SYS_WRONG_THREAD = status.define_wrong_thread(-6100004, "hbSys")
 HB_SYS_MEM_IN_USE = status.define(
     -6100005, "hbSys: the buffer is used by a queued or running task; wait for the task "
-              "before freeing it")
+              "before freeing or unregistering it")
+HB_SYS_WRONG_RELEASE = status.define(
+    -6100006, "hbSys: the buffer was not made by the call this release pairs with: "
+              "hbSysFreeMem frees what hbSysAlloc(Cached)Mem allocated, hbSysUnregisterMem "
+              "unregisters what hbSysRegisterMem registered")
 
 
 class hbSysMem:
@@ -115,17 +143,52 @@ def hbSysAllocCachedMem(mem: hbSysMem, size: int) -> int:
 
 @status.c_function(HB_SYS_WRONG_THREAD)
 def hbSysFreeMem(mem: hbSysMem) -> int:
-    """Free the buffer `mem` describes; `mem.virAddr` becomes None."""
+    """Free the allocated buffer `mem` describes; `mem.virAddr` becomes None."""
     sess, thread = session.caller()
     with thread.call("hbSysFreeMem"):
-        buf = buffer_of(mem, sess)
-        if buf is None:
-            return HB_SYS_INVALID_MEMORY
-        if buf.users:
-            return HB_SYS_MEM_IN_USE
-        sess.soc.pool.free(buf)
-        mem.virAddr = None
+        return _release(mem, sess, registered=False)
+
+
+def _release(mem: Any, sess: session.Session, *, registered: bool) -> int:
+    """Free (`registered=False`) or unregister the buffer `mem` describes, if it is one."""
+    buf = buffer_of(mem, sess)
+    if buf is None:
+        return HB_SYS_INVALID_MEMORY
+    if buf.is_reservation != registered:
+        return HB_SYS_WRONG_RELEASE
+    if buf.users:
+        return HB_SYS_MEM_IN_USE
+    sess.soc.pool.free(buf)
+    mem.virAddr = None
+    return HB_SYS_SUCCESS
+
+
+@status.c_function(HB_SYS_WRONG_THREAD)
+def hbSysRegisterMem(mem: hbSysMem) -> int:
+    """Make the physical range `mem.phyAddr`, `mem.memSize` a cacheable buffer; sets
+    `mem.virAddr` to its CPU view."""
+    sess, thread = session.caller()
+    with thread.call("hbSysRegisterMem"):
+        if not isinstance(mem, hbSysMem):
+            return HB_SYS_INVALID_ARGUMENT
+        phys = status.as_int(mem.phyAddr, 0)
+        size = status.as_int(mem.memSize, 1)
+        if phys is None or size is None:
+            return HB_SYS_INVALID_ARGUMENT
+        try:
+            buf = sess.soc.pool.reserve(phys, size, cached=True, label="hbSysRegisterMem")
+        except PoolError:  # misaligned, outside the pool, or overlapping a live buffer
+            return HB_SYS_INVALID_ARGUMENT
+        mem.phyAddr, mem.virAddr, mem.memSize = buf.phys_addr, buf.data, buf.size_bytes
         return HB_SYS_SUCCESS
+
+
+@status.c_function(HB_SYS_WRONG_THREAD)
+def hbSysUnregisterMem(mem: hbSysMem) -> int:
+    """Release the registered buffer `mem` describes; `mem.virAddr` becomes None."""
+    sess, thread = session.caller()
+    with thread.call("hbSysUnregisterMem"):
+        return _release(mem, sess, registered=True)
 
 
 @status.c_function(HB_SYS_WRONG_THREAD)

@@ -92,6 +92,7 @@ def test_new_pool_is_one_free_block() -> None:
         "fragmentation": 0.0,
         "live_buffers": 0,
         "alloc_count": 0,
+        "reserve_count": 0,
         "failed_allocs": 0,
     }
 
@@ -428,6 +429,7 @@ def test_accounting_figures() -> None:
         "fragmentation": pytest.approx(1 / 3),
         "live_buffers": 5,
         "alloc_count": 8,
+        "reserve_count": 0,
         "failed_allocs": 0,
     }
     assert json.loads(json.dumps(stats)) == stats
@@ -451,17 +453,104 @@ def test_find_maps_addresses_to_live_buffers() -> None:
     assert pool.find(b.phys_addr + 1) is b
 
 
+# --- reservations at the caller's address -------------------------------------------------
+
+
+def test_reserve_takes_exactly_the_range_asked_for() -> None:
+    pool = page_pool(16)
+    first = pool.alloc(PAGE, cached=False)
+    buf = pool.reserve(BASE + 4 * PAGE, PAGE + 1, cached=True, label="camera.carveout")
+    assert (buf.phys_addr, buf.size_bytes, buf.reserved_bytes) == (BASE + 4 * PAGE, PAGE + 1,
+                                                                    2 * PAGE)
+    assert buf.is_reservation and not first.is_reservation
+    assert (buf.buffer_id, buf.cached, buf.label, buf.alignment_bytes) == (
+        2, True, "camera.carveout", PAGE)
+    assert pool.free_blocks == ((BASE + PAGE, 3 * PAGE), (BASE + 6 * PAGE, 10 * PAGE))
+    assert (pool.alloc_count, pool.reserve_count, pool.live_buffers) == (1, 1, 2)
+    assert (pool.used_bytes, pool.high_water_bytes) == (3 * PAGE, 3 * PAGE)
+    assert pool.find(BASE + 5 * PAGE) is buf
+    assert pool.find(BASE + 5 * PAGE + 1) is None  # padding
+    # First-fit works around it, and ids keep counting.
+    third = pool.alloc(4 * PAGE, cached=False)
+    assert (third.phys_addr, third.buffer_id) == (BASE + 6 * PAGE, 3)
+    pool.free(buf)
+    assert not buf.alive
+    assert pool.free_blocks == ((BASE + PAGE, 5 * PAGE), (BASE + 10 * PAGE, 6 * PAGE))
+
+
+def test_reserve_can_take_the_whole_pool_or_an_edge() -> None:
+    pool = page_pool(4)
+    whole = pool.reserve(BASE, 4 * PAGE, cached=False)
+    assert pool.free_blocks == () and pool.largest_free_bytes == 0
+    pool.free(whole)
+    last = pool.reserve(BASE + 3 * PAGE, 1, cached=False)
+    assert pool.free_blocks == ((BASE, 3 * PAGE),)
+    pool.free(last)
+    assert pool.free_blocks == ((BASE, 4 * PAGE),)
+
+
+@pytest.mark.parametrize(
+    ("phys_addr", "size_bytes", "complaint"),
+    [
+        (BASE + 64, PAGE, "not a multiple"),
+        (BASE + PAGE + 1, 1, "not a multiple"),
+        (BASE - PAGE, PAGE, "not inside the pool"),
+        (BASE - PAGE, 2 * PAGE, "not inside the pool"),
+        (BASE + 7 * PAGE, PAGE + 1, "not inside the pool"),
+        (BASE + 8 * PAGE, 1, "not inside the pool"),
+        (0, PAGE, "not inside the pool"),
+        (BASE, PAGE, r"overlaps buffer #1 \(a\) at 0x80000000"),
+        (BASE + PAGE, 1, r"overlaps buffer #1 \(a\)"),  # the allocation's padding
+        (BASE + 2 * PAGE, 3 * PAGE, r"overlaps buffer #2 \(r\) at 0x80003000"),
+        (BASE + 4 * PAGE, PAGE, r"overlaps buffer #2 \(r\)"),
+        (BASE + 3 * PAGE, 8 * PAGE, "not inside the pool"),
+        (BASE + 2 * PAGE, 0, "greater than 0"),
+        (BASE + 2 * PAGE, -1, "greater than 0"),
+        (float(BASE + 2 * PAGE), 1, "expected an integer"),
+        (BASE + 2 * PAGE, True, "expected an integer"),
+        ("0x80002000", 1, "expected an integer"),
+    ],
+)
+def test_bad_reserves_raise_and_change_nothing(
+    phys_addr: object, size_bytes: object, complaint: str
+) -> None:
+    pool = page_pool(8)
+    pool.alloc(PAGE + 1, cached=False, label="a")  # granules 0-1
+    pool.reserve(BASE + 3 * PAGE, 2 * PAGE, cached=True, label="r")  # granules 3-4
+    before = (state(pool), pool.failed_allocs)
+    with pytest.raises(PoolError, match=complaint):
+        pool.reserve(cast(int, phys_addr), cast(int, size_bytes), cached=False)
+    assert (state(pool), pool.failed_allocs) == before
+
+
+def test_reserve_checks_cached_and_label() -> None:
+    pool = page_pool()
+    with pytest.raises(PoolError, match="cached"):
+        pool.reserve(BASE, 1, cached=cast(bool, 1))
+    with pytest.raises(PoolError, match="label"):
+        pool.reserve(BASE, 1, cached=True, label=cast(str, None))
+    assert pool.free_blocks == ((BASE, 16 * PAGE),) and pool.reserve_count == 0
+
+
+def test_reserve_accepts_numpy_integers() -> None:
+    pool = page_pool()
+    buf = pool.reserve(cast(int, np.uint64(BASE + PAGE)), cast(int, np.int32(10)), cached=True)
+    assert type(buf.phys_addr) is int and type(buf.size_bytes) is int
+
+
 # --- random alloc/free runs against a granule map -----------------------------------------
 
 
 class PoolMachine(RuleBasedStateMachine):
-    """Random allocs and frees, checked against a map of which buffer owns each granule."""
+    """Random allocs, reserves and frees, checked against a map of which buffer owns each
+    granule."""
 
     pool: CmaPool
     owner: list[PoolBuffer | None]
     live: list[PoolBuffer]
     freed: list[PoolBuffer]
     allocs: int
+    reserves: int
     failures: int
     peak_bytes: int
 
@@ -476,6 +565,7 @@ class PoolMachine(RuleBasedStateMachine):
         self.live = []
         self.freed = []
         self.allocs = 0
+        self.reserves = 0
         self.failures = 0
         self.peak_bytes = 0
 
@@ -538,17 +628,47 @@ class PoolMachine(RuleBasedStateMachine):
         buf = self.pool.alloc(size_bytes, cached, alignment_bytes=requested, label=label)
         self.allocs += 1
         assert buf.phys_addr == expected
-        assert (buf.buffer_id, buf.size_bytes, buf.reserved_bytes) == (
-            self.allocs,
-            size_bytes,
-            reserved,
-        )
+        assert (buf.size_bytes, buf.reserved_bytes) == (size_bytes, reserved)
         assert (buf.cached, buf.label, buf.alignment_bytes) == (cached, label, alignment)
+        assert not buf.is_reservation
+        self.took(buf)
+
+    def took(self, buf: PoolBuffer) -> None:
+        """Record a new live buffer in the model."""
+        assert buf.buffer_id == self.allocs + self.reserves
         first = (buf.phys_addr - self.pool.base_addr) // self.granule
-        for index in range(first, first + reserved // self.granule):
+        for index in range(first, first + buf.reserved_bytes // self.granule):
             self.owner[index] = buf
         self.live.append(buf)
         self.peak_bytes = max(self.peak_bytes, self.pool.used_bytes)
+
+    @rule(data=st.data(), cached=st.booleans())
+    def reserve(self, data: st.DataObject, cached: bool) -> None:
+        granule, base, end = self.granule, self.pool.base_addr, self.pool.size_bytes
+        end += base
+        # Mostly granule boundaries in and just around the pool, free or not; sometimes not.
+        addr = data.draw(
+            st.integers(-1, len(self.owner)).map(lambda g: base + g * granule)
+            | st.integers(max(base - granule, 0), end).filter(lambda a: a % granule != 0),
+            label="phys_addr",
+        )
+        size_bytes = data.draw(st.integers(1, 3 * granule) | st.integers(1, end - base),
+                               label="size_bytes")
+        reserved = -(-size_bytes // granule) * granule
+        first = (addr - base) // granule
+        fits = (addr % granule == 0 and base <= addr and addr + reserved <= end
+                and all(o is None for o in self.owner[first : first + reserved // granule]))
+        before = (state(self.pool), self.pool.failed_allocs)
+        if not fits:
+            with pytest.raises(PoolError, match=r"^pool reserve"):
+                self.pool.reserve(addr, size_bytes, cached)
+            assert (state(self.pool), self.pool.failed_allocs) == before
+            return
+        buf = self.pool.reserve(addr, size_bytes, cached, label="r")
+        self.reserves += 1
+        assert (buf.phys_addr, buf.size_bytes, buf.reserved_bytes) == (addr, size_bytes, reserved)
+        assert (buf.cached, buf.alignment_bytes, buf.is_reservation) == (cached, granule, True)
+        self.took(buf)
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
@@ -621,6 +741,7 @@ class PoolMachine(RuleBasedStateMachine):
         assert pool.high_water_bytes == self.peak_bytes >= pool.used_bytes
         assert pool.live_buffers == len(self.live)
         assert (pool.alloc_count, pool.failed_allocs) == (self.allocs, self.failures)
+        assert pool.reserve_count == self.reserves
         assert 0.0 <= pool.fragmentation < 1.0
 
     @invariant()

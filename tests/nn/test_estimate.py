@@ -48,7 +48,8 @@ def test_the_json_has_the_hb_perf_contract(split):
     assert [set(line) for line in doc["layers"]] == [
         {"name", "op", "where", "ops", "compute_us", "load_store_us"}] * len(doc["layers"])
     assert [(line["name"], line["where"]) for line in doc["layers"]] == [
-        ("quantize x", "cpu"), ("layout x", "cpu"), ("conv1", "bpu"), ("softmax", "cpu"),
+        ("quantize x", "cpu"), ("layout x", "cpu"), ("conv1", "bpu"), ("layout r1", "cpu"),
+        ("dequantize r1", "cpu"), ("softmax", "cpu"), ("quantize s", "cpu"), ("layout s", "cpu"),
         ("conv2", "bpu"), ("layout y", "cpu"), ("dequantize y", "cpu")]
     assert doc["layers"][2]["ops"] == 2 * 2 * 16 * 16 * 16 * 8 * 9
 

@@ -16,7 +16,7 @@ import pytest
 import emu
 from emu.cli.main import main as cli_main
 from emu.errors import DspError
-from emu.runtime import session
+from emu.runtime import hbsys, session
 from emu.runtime.hbdsp import (
     HB_DSP_CORE_1,
     HB_DSP_CORE_ANY,
@@ -275,6 +275,8 @@ def test_arguments_of_the_wrong_type_return_codes(bad):
         assert hbSysAllocMem(bad, 64) == HB_SYS_INVALID_ARGUMENT
         assert hbSysAllocMem(hbSysMem(), bad) == HB_SYS_INVALID_ARGUMENT
         assert hbSysFreeMem(bad) == HB_SYS_INVALID_MEMORY
+        assert hbsys.hbSysRegisterMem(bad) == HB_SYS_INVALID_ARGUMENT
+        assert hbsys.hbSysUnregisterMem(bad) == HB_SYS_INVALID_MEMORY
         assert hbSysFlushMem(bad, HB_SYS_MEM_CACHE_CLEAN) == HB_SYS_INVALID_MEMORY
         assert hbSysFlushMem(mem, bad) == HB_SYS_INVALID_ARGUMENT
         assert hbSysWriteMem(mem, bad, 4) in (HB_SYS_INVALID_ARGUMENT, 0)

@@ -10,21 +10,20 @@
     rc = hbDNNWaitTaskDone(task, 0)                         # 0 or less: until done
     rc = hbDNNReleaseTask(task)
 
-What a task does on the emulated SoC, segment by segment of the compiled model
-(`emu/nn/placement.py`): a BPU subgraph is one task on the BPU cores' priority queue
-(`ctrl.priority`, then `customId`, then arrival; `bpuCoreId` pins it), run function call by
-function call, so a higher-priority task overtakes at function-call boundaries; a CPU segment
-(input quantize, output dequantize, an op the BPU does not run) is busy time on an A55 core,
-as long as the compiler's A55 model says (`emu/nn/estimate.py`). When the last segment ends
-the outputs are computed exactly (`CompiledModel.run`) from the input buffers and written to
-the output buffers, and the task completes. Its buffers are pinned in the pool until then.
+A task runs each model's segments (`emu/nn/placement.py`) where the compiler put them:
+`emu/runtime/dnn_tasks.py` says how (BPU subgraphs on the BPU queue by priority, customId
+and arrival, function call by function call; CPU items on the runtime's worker threads
+through the A55 cache model, with the cache maintenance of every hand-off; DSP nodes as
+hbDSP RPCs; plugin layers' `forward` on a worker). Each segment's values are computed when
+it ends; when the last one ends the outputs are in the output buffers and the task
+completes. Its buffers are pinned in the pool until then.
 
-This is the first part of the runtime (issue 12): loading, model and tensor queries,
-`hbDNNInfer` with the 32-task limit and `more` chaining, waiting, task-done callbacks,
-releasing, the error codes. Not here yet: `hbDNNRoiInfer`, `hbDNNResize`, plugin layers, DSP
-nodes on the DSP queues, CPU nodes as cache-modelled CPU work, NV12_SEPARATE inputs and
-padding to `alignedShape`; a call that needs one of them returns
-`HB_DNN_API_USE_ERROR` with a description that says so.
+Also here: `hbDNNRoiInfer` and `hbDNNResize` (the BPU's resizer, `emu/nn/resizer.py`),
+plugin layers (`hbDNNRegisterLayerCreator`), NV12 rows aligned to 16 bytes (padded by the
+runtime when a tensor's `alignedShape` is its `validShape`), NV12_SEPARATE, quantised
+outputs (`emu compile --output-codes`: SCALE per channel or per tensor, SHIFT for powers of
+two), and the environment variables `HB_DNN_LOG_LEVEL`, `HB_DNN_ENABLE_DSP`,
+`HB_DNN_SIM_PLATFORM`.
 
 Error codes: the values of the J5 OE's `hb_dnn_status.h` (`HB_DNN_TASK_NUM_EXCEED_LIMIT` =
 -6000009 as `shared/calibration/j5_bpu.md` quotes it); `HB_DNN_WRONG_THREAD` and

@@ -679,6 +679,20 @@ def _joined(taskHandle: Any, sess: session.Session) -> hbDNNTask | int | None:
     return joined
 
 
+def _request(sess: session.Session, dnnHandle: Any, inferCtrlParam: Any, taskHandle: Any
+             ) -> tuple[hbDNNHandle, _Ctrl, hbDNNTask | None] | int:
+    """What hbDNNInfer and hbDNNRoiInfer check first: the model, the control parameters and
+    the task to join (None: a new one); or the rc."""
+    dnn = _live_dnn(dnnHandle, sess)
+    if dnn is None:
+        return HB_DNN_INVALID_DNN_HANDLE
+    ctrl = _parse_ctrl(inferCtrlParam, sess)
+    if ctrl is None:
+        return HB_DNN_INVALID_ARGUMENT
+    joined = _joined(taskHandle, sess)
+    return joined if isinstance(joined, int) else (dnn, ctrl, joined)
+
+
 def _new_task(sess: session.Session, name: str, ctrl: _Ctrl) -> hbDNNTask | None:
     """A new task handle, or None when `MAX_TASKS` are alive already."""
     if _TASKS_ALIVE.get(sess, 0) >= MAX_TASKS:
@@ -718,15 +732,10 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
     call whose `more` is 0 (its models then run one after another; up to 255)."""
     sess, thread = session.caller()
     with thread.call("hbDNNInfer") as call:
-        dnn = _live_dnn(dnnHandle, sess)
-        if dnn is None:
-            return HB_DNN_INVALID_DNN_HANDLE, None
-        ctrl = _parse_ctrl(inferCtrlParam, sess)
-        if ctrl is None:
-            return HB_DNN_INVALID_ARGUMENT, None
-        joined = _joined(taskHandle, sess)
-        if isinstance(joined, int):
-            return joined, None
+        request = _request(sess, dnnHandle, inferCtrlParam, taskHandle)
+        if isinstance(request, int):
+            return request, None
+        dnn, ctrl, joined = request
         model = dnn.model
         if model.options.get("input_source", "ddr") == "resizer":
             return HB_DNN_API_USE_ERROR, None
@@ -753,15 +762,10 @@ def hbDNNRoiInfer(output: Any, input: Any, rois: Any, roiCount: Any, dnnHandle: 
     computed from zeros and hold no valid data, as on the board. Returns (rc, task)."""
     sess, thread = session.caller()
     with thread.call("hbDNNRoiInfer") as call:
-        dnn = _live_dnn(dnnHandle, sess)
-        if dnn is None:
-            return HB_DNN_INVALID_DNN_HANDLE, None
-        ctrl = _parse_ctrl(inferCtrlParam, sess)
-        if ctrl is None:
-            return HB_DNN_INVALID_ARGUMENT, None
-        joined = _joined(taskHandle, sess)
-        if isinstance(joined, int):
-            return joined, None
+        request = _request(sess, dnnHandle, inferCtrlParam, taskHandle)
+        if isinstance(request, int):
+            return request, None
+        dnn, ctrl, joined = request
         model = dnn.model
         fmt = model.options.get("input_type")
         if model.options.get("input_source", "ddr") != "resizer":

@@ -243,13 +243,19 @@ def run(params: CameraParams, preset: str = "j5", config_file: str | None = None
     with session.Session(preset, config_file, overrides, trace=trace) as sess:
         for camera in cameras:
             sess.spawn(camera.run, name=f"cam{camera.cam}")
-        try:
-            sess.run()
-        except HostThreadError as exc:
-            if isinstance(exc.__cause__, UserError):  # e.g. the pool is too small
-                raise exc.__cause__ from None
-            raise
+        run_threads(sess)
     return _results(params, period_ps, cameras, sess), sess
+
+
+def run_threads(sess: session.Session) -> None:
+    """Run the session's host threads to the end; a user error inside one (the pool too
+    small, ...) comes out as itself, for the command line to report in one line."""
+    try:
+        sess.run()
+    except HostThreadError as exc:
+        if isinstance(exc.__cause__, UserError):
+            raise exc.__cause__ from None
+        raise
 
 
 def run_scenario(options: dict[str, Any], preset: str, config_file: str | None,

@@ -56,13 +56,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from emu.bpu import timing
-from emu.errors import HostThreadError, InputError, SimulationError, UserError
+from emu.errors import InputError, SimulationError
 from emu.nn import compiler, zoo
 from emu.nn.compiler import CompiledModel
 from emu.runtime import hbdnn, session
 from emu.soc.clock import PS_PER_S, PS_PER_US
 from emu.soc.config import SocConfig
-from emu.workloads.cameras import _ms, percentile
+from emu.workloads.cameras import _ms, percentile, run_threads
 from emu.workloads.nn_perf import _tensors
 from emu.workloads.pointcloud import runner
 from emu.workloads.pointcloud.impls import Preprocessor
@@ -293,12 +293,7 @@ def run(params: PerceptionParams, preset: str = "j5", config_file: str | None = 
                                 on_frame))
         for pipeline in pipelines:
             sess.spawn(pipeline.run, name=pipeline.name, priority=pipeline.priority)
-        try:
-            sess.run()
-        except HostThreadError as exc:
-            if isinstance(exc.__cause__, UserError):  # e.g. the pool is too small
-                raise exc.__cause__ from None
-            raise
+        run_threads(sess)
         _check(hbdnn.hbDNNRelease(packed), "hbDNNRelease")
     return _results(params, models, pipelines, sess), sess
 

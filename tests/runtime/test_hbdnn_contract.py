@@ -32,6 +32,7 @@ from emu.runtime.hbsys import (
 )
 from emu.soc.config import load_config
 from tests.nn.nets import segmented
+from tests.runtime.test_hbdnn import _tensors
 
 OVERRIDES = ["cpu.api_call_ps=1000", "bpu.task_overhead_ps=0"]
 SOC = load_config("j5", None, OVERRIDES).soc
@@ -138,20 +139,7 @@ class Ctx:
         return ctrl
 
     def tensors(self, handle: Any, outputs: bool) -> list[dnn.hbDNNTensor]:
-        count_fn = dnn.hbDNNGetOutputCount if outputs else dnn.hbDNNGetInputCount
-        props_fn = (dnn.hbDNNGetOutputTensorProperties if outputs
-                    else dnn.hbDNNGetInputTensorProperties)
-        rc, count = count_fn(handle)
-        assert rc == 0
-        tensors = []
-        for k in range(count):
-            rc, props = props_fn(handle, k)
-            assert rc == 0
-            tensor = dnn.hbDNNTensor()
-            tensor.properties = props
-            assert hbSysAllocCachedMem(tensor.sysMem[0], props.alignedByteSize) == 0
-            tensors.append(tensor)
-        return tensors
+        return _tensors(handle, outputs)
 
     def tensor(self, *, size: int | None = None, mem: Any = None,
                **props: Any) -> dnn.hbDNNTensor:

@@ -422,3 +422,18 @@ def test_hbdnn_tensors_on_registered_memory(sess, models):
     assert hbsys.hbSysFreeMem(registered) == hbsys.HB_SYS_WRONG_RELEASE
     assert dnn.hbDNNReleaseTask(task) == 0
     assert hbsys.hbSysUnregisterMem(registered) == 0
+
+
+def test_a_plugin_runs_for_its_time_when_outputs_are_not_computed(sess, models):
+    _NumpySoftmax.seen.clear()
+    assert dnn.hbDNNRegisterLayerCreator("Softmax", _NumpySoftmax) == 0
+    rc, packed = dnn.hbDNNInitializeFromFiles([str(models["seg"])])
+    dnn.set_timing_only(packed)
+    _, handle = dnn.hbDNNGetModelHandle(packed, "seg")
+    inputs, outputs = _tensors(handle, False), _tensors(handle, True)
+    rc, task = _infer(handle, inputs, outputs)
+    assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
+    assert len(_NumpySoftmax.seen) == 1 and not _NumpySoftmax.seen[0].any()  # zeros
+    assert "plugin softmax0" in [s["name"] for s in task.segments]
+    assert dnn.hbDNNReleaseTask(task) == 0
+    assert dnn.hbDNNUnregisterLayerCreator("Softmax") == 0

@@ -32,6 +32,7 @@ Error codes: the values of the J5 OE's `hb_dnn_status.h` (`HB_DNN_TASK_NUM_EXCEE
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import os
@@ -39,7 +40,7 @@ import sys
 import weakref
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import simpy
@@ -84,6 +85,33 @@ HB_DNN_LAYOUT_NONE = 255
  HB_DNN_TENSOR_TYPE_MAX) = range(20)
 
 NONE, SHIFT, SCALE = 0, 1, 2  # hbDNNQuantiType
+HB_DNN_RESIZE_TYPE_BILINEAR = 0  # hbDNNResizeType
+
+
+def _enum(name: str, members: Sequence[str]) -> type[enum.IntEnum]:
+    """A C enum's type, its members the module constants of those names."""
+    values = globals()
+    return cast(type[enum.IntEnum], enum.IntEnum(name, {m: values[m] for m in members}))
+
+
+# The C enums as types too (the constants above are their values, as in C).
+hbDNNTensorLayout = _enum("hbDNNTensorLayout",
+                          ("HB_DNN_LAYOUT_NHWC", "HB_DNN_LAYOUT_NCHW", "HB_DNN_LAYOUT_NONE"))
+hbDNNDataType = _enum("hbDNNDataType", (
+    "HB_DNN_IMG_TYPE_Y", "HB_DNN_IMG_TYPE_NV12", "HB_DNN_IMG_TYPE_NV12_SEPARATE",
+    "HB_DNN_IMG_TYPE_YUV444", "HB_DNN_IMG_TYPE_RGB", "HB_DNN_IMG_TYPE_BGR",
+    "HB_DNN_TENSOR_TYPE_S4", "HB_DNN_TENSOR_TYPE_U4", "HB_DNN_TENSOR_TYPE_S8",
+    "HB_DNN_TENSOR_TYPE_U8", "HB_DNN_TENSOR_TYPE_F16", "HB_DNN_TENSOR_TYPE_S16",
+    "HB_DNN_TENSOR_TYPE_U16", "HB_DNN_TENSOR_TYPE_F32", "HB_DNN_TENSOR_TYPE_S32",
+    "HB_DNN_TENSOR_TYPE_U32", "HB_DNN_TENSOR_TYPE_F64", "HB_DNN_TENSOR_TYPE_S64",
+    "HB_DNN_TENSOR_TYPE_U64", "HB_DNN_TENSOR_TYPE_MAX"))
+hbDNNQuantiType = _enum("hbDNNQuantiType", ("NONE", "SHIFT", "SCALE"))
+hbDNNTaskPriority = enum.IntEnum("hbDNNTaskPriority", {
+    "HB_DNN_PRIORITY_LOWEST": HB_DNN_PRIORITY_LOWEST,
+    "HB_DNN_PRIORITY_HIGHEST": HB_DNN_PRIORITY_HIGHEST})  # PREEMP is HIGHEST's alias
+hbBPUCore = _enum("hbBPUCore", ("HB_BPU_CORE_ANY", "HB_BPU_CORE_0", "HB_BPU_CORE_1"))
+hbDSPCore = _enum("hbDSPCore", ("HB_DSP_CORE_ANY", "HB_DSP_CORE_0", "HB_DSP_CORE_1"))
+hbDNNResizeType = _enum("hbDNNResizeType", ("HB_DNN_RESIZE_TYPE_BILINEAR",))
 
 HB_DNN_SUCCESS = status.SUCCESS
 HB_DNN_INVALID_ARGUMENT = status.define(-6000001, "hbDNN: invalid argument")
@@ -120,8 +148,11 @@ HB_DNN_DEADLOCK = status.define(
 
 # --- environment variables and logging ------------------------------------------------------
 
-ENV_LOG_LEVEL = "HB_DNN_LOG_LEVEL"
-ENV_SIM_PLATFORM = "HB_DNN_SIM_PLATFORM"
+# The board's variables that mean something here (HB_DNN_ENABLE_DSP: `dnn_tasks`). Its
+# Perfetto variables do not: traces come from `emu ... --trace` or `Session(trace=True)`.
+ENV_LOG_LEVEL = HB_DNN_LOG_LEVEL = "HB_DNN_LOG_LEVEL"
+ENV_SIM_PLATFORM = HB_DNN_SIM_PLATFORM = "HB_DNN_SIM_PLATFORM"
+HB_DNN_ENABLE_DSP = dnn_tasks.ENV_ENABLE_DSP
 HB_DNN_LOG_NONE, HB_DNN_LOG_WARNING, HB_DNN_LOG_ERROR, HB_DNN_LOG_FATAL = 0, 3, 4, 5
 SIM_PLATFORMS = {"BAYES": True, "BERNOULLI": False, "BERNOULLI2": False}  # J5 is Bayes
 
@@ -831,9 +862,6 @@ def _roi_outputs(output: Any, model: CompiledModel, rows: int, sess: session.Ses
 
 # --- the resizer ------------------------------------------------------------------------
 
-HB_DNN_RESIZE_TYPE_BILINEAR = 0  # hbDNNResizeType
-
-
 class hbDNNRoi:
     """A region of interest: left, top, right, bottom, right and bottom inclusive."""
 
@@ -1184,6 +1212,13 @@ def hbDNNSetTaskDoneCb(taskHandle: Any, cb: Any, userdata: Any = None) -> int:
 
 
 # --- plugin layers ---------------------------------------------------------------------------
+
+# C's typedefs: the handles are these classes' instances, the callbacks plain callables.
+hbPackedDNNHandle_t = hbPackedDNNHandle
+hbDNNHandle_t = hbDNNHandle
+hbDNNTaskHandle_t = hbDNNTask
+hbDNNLayerCreator = Callable[[], Any]  # returns a layer with forward(inputs, outputs) -> int
+hbDNNTaskDoneCb = Callable[[hbDNNTask, int, Any], None]  # (task, status, userdata)
 
 _PLUGINS: weakref.WeakKeyDictionary[session.Session, dict[str, Callable[[], Any]]] = \
     weakref.WeakKeyDictionary()

@@ -49,6 +49,7 @@ used bytes, high-water mark and live buffers, since they occupy the pool.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,9 @@ from emu.runtime import session, status
 
 HB_SYS_MEM_CACHE_INVALIDATE = 1
 HB_SYS_MEM_CACHE_CLEAN = 2
+hbSysMemFlushFlag = enum.IntEnum("hbSysMemFlushFlag", {  # the C enum as a type
+    "HB_SYS_MEM_CACHE_INVALIDATE": HB_SYS_MEM_CACHE_INVALIDATE,
+    "HB_SYS_MEM_CACHE_CLEAN": HB_SYS_MEM_CACHE_CLEAN})
 
 HB_SYS_SUCCESS = status.SUCCESS
 HB_SYS_INVALID_ARGUMENT = status.define(-6100001, "hbSys: invalid argument")

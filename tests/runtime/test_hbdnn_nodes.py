@@ -437,3 +437,33 @@ def test_a_plugin_runs_for_its_time_when_outputs_are_not_computed(sess, models):
     assert "plugin softmax0" in [s["name"] for s in task.segments]
     assert dnn.hbDNNReleaseTask(task) == 0
     assert dnn.hbDNNUnregisterLayerCreator("Softmax") == 0
+
+
+# Every name the board's hbDNN and hbSys headers declare (seeds 000 and 004), enums and
+# typedefs included; the Perfetto variables are not read (README, "The board's APIs").
+_HEADERS = """
+hbDNNGetVersion hbDNNInitializeFromFiles hbDNNInitializeFromDDR hbDNNRelease
+hbDNNGetModelNameList hbDNNGetModelHandle hbDNNGetInputCount hbDNNGetOutputCount
+hbDNNGetInputName hbDNNGetOutputName hbDNNGetInputTensorProperties
+hbDNNGetOutputTensorProperties hbDNNInfer hbDNNRoiInfer hbDNNWaitTaskDone hbDNNReleaseTask
+hbDNNSetTaskDoneCb hbDNNResize hbDNNRegisterLayerCreator hbDNNUnregisterLayerCreator
+hbDNNGetErrorDesc hbSysAllocMem hbSysAllocCachedMem hbSysFlushMem hbSysFreeMem hbSysWriteMem
+hbSysReadMem hbSysRegisterMem hbSysUnregisterMem hbPackedDNNHandle_t hbDNNHandle_t
+hbDNNTaskHandle_t hbDNNTensorLayout hbDNNDataType hbDNNTensorShape hbDNNQuantiShift
+hbDNNQuantiScale hbDNNQuantiType hbDNNTensorProperties hbDNNTaskPriority hbDNNTensor hbDNNRoi
+hbDNNInferCtrlParam hbBPUCore hbDSPCore hbSysMem hbSysMemFlushFlag hbDNNResizeType
+hbDNNResizeCtrlParam hbDNNLayerCreator hbDNNTaskDoneCb HB_DNN_INITIALIZE_INFER_CTRL_PARAM
+HB_DNN_INITIALIZE_RESIZE_CTRL_PARAM HB_DNN_VERSION_MAJOR HB_DNN_VERSION_MINOR
+HB_DNN_VERSION_PATCH HB_DNN_TENSOR_MAX_DIMENSIONS HB_DNN_LAYOUT_NHWC HB_DNN_LAYOUT_NCHW
+HB_DNN_LAYOUT_NONE HB_DNN_IMG_TYPE_NV12_SEPARATE HB_DNN_TENSOR_TYPE_MAX
+HB_DNN_PRIORITY_PREEMP HB_BPU_CORE_1 HB_DSP_CORE_1 HB_SYS_MEM_CACHE_CLEAN
+HB_DNN_RESIZE_TYPE_BILINEAR HB_DNN_SIM_PLATFORM HB_DNN_LOG_LEVEL HB_DNN_ENABLE_DSP
+"""
+BOARD_NAMES = _HEADERS.split()
+
+
+def test_every_name_of_the_boards_headers_exists():
+    assert [n for n in BOARD_NAMES if not hasattr(dnn, n) and not hasattr(hbsys, n)] == []
+    assert dnn.hbDNNDataType.HB_DNN_TENSOR_TYPE_S32 == dnn.HB_DNN_TENSOR_TYPE_S32 == 14
+    assert dnn.hbDNNTensorLayout(2) is dnn.hbDNNTensorLayout.HB_DNN_LAYOUT_NCHW
+    assert hbsys.hbSysMemFlushFlag.HB_SYS_MEM_CACHE_CLEAN == hbsys.HB_SYS_MEM_CACHE_CLEAN

@@ -186,8 +186,8 @@ def run(model_file: str, picture: np.ndarray) -> int:
     print(f"{names[0]}: top-5 of {classes} classes (probability)")
     for rank, k in enumerate(np.argsort(-prob, kind="stable")[:5], 1):
         print(f"  {rank}. class {k:4d}  {prob[k]:.6f}")
-    print(f"inference {took:.3f} ms simulated, segment by segment:")
-    print_segments(task)
+    print(f"inference {took:.3f} ms simulated; segment by segment, from the hbDNNInfer call:")
+    print_segments(task, start)
     assert hbDNNReleaseTask(task) == 0
     for tensor in (image, output):
         assert hbSysFreeMem(tensor.sysMem[0]) == 0
@@ -196,11 +196,13 @@ def run(model_file: str, picture: np.ndarray) -> int:
     return 0
 
 
-def print_segments(task: Any) -> None:
+def print_segments(task: Any, start_ms: float) -> None:
+    """Each item of the task (the emulator's report of it): when, and how long it took."""
     for seg in task.segments:
+        begin, end = seg["start_ps"] / 1e9 - start_ms, seg["end_ps"] / 1e9 - start_ms
         queued = f", queued {seg['pending_ps'] / 1e9:.3f}" if seg["pending_ps"] else ""
-        print(f"  {seg['name']:28s} {seg['start_ps'] / 1e9:9.3f} .. {seg['end_ps'] / 1e9:9.3f}"
-              f" ms  ({seg['busy_ps'] / 1e9:.3f} ms{queued})")
+        print(f"  {seg['name']:28s} {begin:7.3f} .. {end:7.3f} ms  "
+              f"({seg['busy_ps'] / 1e9:.3f} ms{queued})")
 
 
 if __name__ == "__main__":

@@ -192,7 +192,7 @@ class SegmentRun:
         self.sess, self.task, self.model, self.plan = sess, task, model, model_plan
         self.number, self.index, self.ex = number, index, ex
         self.buffers, self.plugins, self.done = buffers, plugins, done
-        self.thread = sess.thread()
+        self.thread = sess.main  # the worker thread that runs it, once it runs
 
     def __call__(self) -> None:
         self.thread = self.sess.thread()

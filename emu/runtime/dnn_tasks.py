@@ -59,6 +59,7 @@ from emu.vdsp.ops.tensor_args import MODE_NONE, MODE_SCALE, TYPE_F32, TYPE_S8, p
 if TYPE_CHECKING:
     from emu.nn.compiler import CompiledModel
     from emu.runtime.hbdnn import hbDNNTask
+    from emu.runtime.host import HostThread
 
 ENV_ENABLE_DSP = "HB_DNN_ENABLE_DSP"
 _TRUE = ("1", "true", "on", "yes")
@@ -192,7 +193,7 @@ class SegmentRun:
         self.sess, self.task, self.model, self.plan = sess, task, model, model_plan
         self.number, self.index, self.ex = number, index, ex
         self.buffers, self.plugins, self.done = buffers, plugins, done
-        self.thread = sess.main  # the worker thread that runs it, once it runs
+        self.thread: HostThread = sess.main  # the worker thread that runs it, once it runs
 
     def __call__(self) -> None:
         self.thread = self.sess.thread()

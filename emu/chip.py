@@ -8,7 +8,7 @@ Phases, in order and never backwards:
 Using a block before `build()`, building twice, or simulating after `finish()` raises
 `SimulationError`. This is the one module that wires the blocks of the other packages
 together; the blocks themselves know nothing of each other beyond what they are handed. It
-sits above the block packages (`soc`, `mem`, `cpu`, `bpu`, `vdsp`) and below the runtime.
+sits above the block packages (`soc`, `mem`, `cpu`, `bpu`, `vdsp`, `dv`) and below the runtime.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import simpy
 
 from emu.bpu.cores import BpuCores
 from emu.cpu.cluster import CpuCluster
+from emu.dv.device import DvDevice
 from emu.errors import SimulationError
 from emu.mem.ddr import Ddr
 from emu.mem.pool import CmaPool
@@ -36,7 +37,7 @@ class Phase(enum.Enum):
     FINISHED = "finished"
 
 
-_BLOCKS = ("env", "ddr", "pool", "cpu", "bpu", "vdsp")
+_BLOCKS = ("env", "ddr", "pool", "cpu", "bpu", "vdsp", "dv")
 
 
 class Soc(Component):
@@ -47,6 +48,7 @@ class Soc(Component):
     pool: CmaPool
     cpu: CpuCluster
     bpu: BpuCores
+    dv: DvDevice
     vdsp: VdspCores
 
     def __init__(self, resolved: ResolvedConfig, *, trace: bool = False) -> None:
@@ -72,6 +74,7 @@ class Soc(Component):
         self.cpu = CpuCluster("cpu", self, self.env, cfg.cpu, self.ddr, rec)
         self.bpu = BpuCores("bpu", self, self.env, cfg.bpu, self.ddr, rec)
         self.vdsp = VdspCores("vdsp", self, self.env, cfg.vdsp, self.ddr, rec)
+        self.dv = DvDevice("dv", self, self.env, cfg.dv, self.ddr, rec)
         self.phase = Phase.BUILT
         return self
 

@@ -119,8 +119,44 @@ def bpu_fifo(overrides: tuple[str, ...]) -> Any:
     return small.started_ps, long.finished_ps
 
 
+def dv_device(overrides: tuple[str, ...]) -> Any:
+    """dmp_dv: what the context reports, and the simulated time of a command list with a
+    compute-bound conv, a DDR-bound 1x1 conv of 9 channels (the channel blocking) whose
+    output stays in a unified buffer it nearly fills, and an FC command."""
+    from emu.runtime import dmp_dv as dv
+    from tests.runtime.test_dmp_dv import _conv_command, _fp16, _mem
+
+    with emu.Session("j5", overrides=overrides) as sess:
+        ctx = dv.dmp_dv_context_create()
+        info = dv.dmp_dv_info_v0()
+        dv.dmp_dv_context_get_info(ctx, info)
+        heavy, *_ = _conv_command(ctx, _fp16((72, 16, 16)), _fp16((72, 72, 3, 3)),
+                                  _fp16((72,)), kernel=3, pad=1)
+        light, *_ = _conv_command(ctx, _fp16((9, 96, 96)), _fp16((9, 9, 1, 1)), _fp16((9,)),
+                                  kernel=1)
+        fc = dv.dmp_dv_cmdraw_fc_v0()
+        _, size = dv.dmp_dv_pack_fc_weights(512, 1, 1, 64, 1, 1, None,
+                                            np.zeros(512 * 64, np.uint16),
+                                            np.zeros(64, np.uint16), None, 0)
+        packed = np.zeros(size, np.uint8)
+        dv.dmp_dv_pack_fc_weights(512, 1, 1, 64, 1, 1, None, np.zeros(512 * 64, np.uint16),
+                                  np.zeros(64, np.uint16), packed, size)
+        fc.weight_buf = dv.dmp_dv_buf(_mem(ctx, packed)[0], 0)
+        fc.input_buf = dv.dmp_dv_buf(_mem(ctx, size=1024)[0], 0)
+        fc.output_buf = dv.dmp_dv_buf(_mem(ctx, size=128)[0], 0)
+        fc.input_size, fc.output_size = 512, 64
+        cl = dv.dmp_dv_cmdlist_create(ctx)
+        for cmd in (heavy, light, fc):
+            assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0
+        dv.dmp_dv_cmdlist_commit(cl)
+        start = sess.now_ps
+        dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl))
+        return vars(info), sess.now_ps - start
+
+
 PROBES = {"pointcloud": pointcloud, "cameras": camera_scenario, "dsp": dsp, "pool": pool,
-          "idma_queue": idma_queue, "bpu_estimate": bpu_estimate, "bpu_fifo": bpu_fifo}
+          "idma_queue": idma_queue, "bpu_estimate": bpu_estimate, "bpu_fifo": bpu_fifo,
+          "dv": dv_device}
 
 # key: (a legal non-preset value, probe, overrides both runs share so the key has a say)
 ROWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -176,6 +212,20 @@ ROWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "bpu.fc_overhead_cycles": ("100000", "cameras", ()),
     "bpu.task_overhead_ps": ("1ms", "cameras", ()),
     "bpu.fc_fifo_depth": ("2", "bpu_fifo", ()),
+    "dv.conv_macs": ("72", "dv", ()),
+    "dv.conv_freq_hz": ("100MHz", "dv", ()),
+    "dv.fc_macs": ("8", "dv", ()),
+    "dv.fc_freq_hz": ("50MHz", "dv", ()),
+    "dv.ub_bytes": ("64KiB", "dv", ()),
+    "dv.max_kernel": ("5", "dv", ()),
+    "dv.max_fc_vector": ("1024", "dv", ()),
+    "dv.channel_block": ("16", "dv", ()),
+    "dv.efficiency_conv": ("0.1", "dv", ()),
+    "dv.efficiency_fc": ("0.05", "dv", ()),  # FC layers are DDR-bound at the preset
+    "dv.ddr_port_bytes_per_s": ("100MB/s", "dv", ()),
+    "dv.run_overhead_cycles": ("100000", "dv", ()),
+    "dv.kick_ps": ("1ms", "dv", ()),
+    "dv.wake_ps": ("1ms", "dv", ()),
     "vdsp.cores": ("1", "dsp", ()),
     "vdsp.freq_hz": ("800MHz", "pointcloud", ()),
     "vdsp.vliw_slots": ("3", "pointcloud", ()),

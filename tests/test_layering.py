@@ -23,12 +23,14 @@ ALLOWED = {
     "cpu": {"soc", "mem"},
     "bpu": {"soc", "mem"},
     "vdsp": {"soc", "mem"},
-    "chip": {"soc", "mem", "cpu", "bpu", "vdsp"},
-    "runtime": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "nn"},
-    "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report", "nn"},
+    "dv": {"soc", "mem"},
+    "chip": {"soc", "mem", "cpu", "bpu", "vdsp", "dv"},
+    "runtime": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "nn", "dv"},
+    "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report", "nn", "dv"},
     "report": {"soc", "chip", "runtime"},
     "nn": {"soc", "bpu"},
-    "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report", "nn"},
+    "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report", "nn",
+            "dv"},
 }
 
 

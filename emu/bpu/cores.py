@@ -119,14 +119,9 @@ class BpuCores(CoreGroup):
                 if overhead + cost.fixed_ps:
                     yield env.timeout(overhead + cost.fixed_ps)
                 overhead = 0
-                compute = env.timeout(cost.compute_ps)
-                if cost.ddr_bytes:
-                    # One flow for loads and stores: the port's bandwidth is for both.
-                    moved = self.ddr.transfer(cost.ddr_bytes, who, written=cost.written_bytes,
-                                              cap_bytes_per_s=port)
-                    yield env.all_of([compute, moved])
-                else:
-                    yield compute
+                # One flow for loads and stores: the port's bandwidth is for both.
+                yield self.ddr.alongside(cost.compute_ps, cost.ddr_bytes, who,
+                                         written=cost.written_bytes, cap_bytes_per_s=port)
             self.count("function_calls")
 
         return run

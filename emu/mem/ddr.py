@@ -94,6 +94,18 @@ class Ddr(Component):
         self.busy_ps = 0
         self.bytes_by_requester: dict[str, int] = {}
 
+    def alongside(self, compute_ps: int, nbytes: int, requester: str, *, written: int = 0,
+                  cap_bytes_per_s: float | None = None) -> simpy.Event:
+        """An accelerator's step: `compute_ps` of computing and its `nbytes` of DDR traffic
+        (`written` of them writes) side by side, in one flow at the requester's port; the
+        event fires when both are done."""
+        compute = self.env.timeout(compute_ps)
+        if not nbytes:
+            return compute
+        moved = self.transfer(nbytes, requester, written=written,
+                              cap_bytes_per_s=cap_bytes_per_s)
+        return self.env.all_of([compute, moved])
+
     def transfer(
         self, nbytes: int, requester: str, *, write: bool = False, written: int | None = None,
         cap_bytes_per_s: float | None = None, latency_ps: int | None = None,

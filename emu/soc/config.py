@@ -211,6 +211,35 @@ class BpuConfig:
 
 
 @dataclass(frozen=True)
+class DvConfig:
+    """DMP's DV700 CNN accelerator (the `dmp_dv` runtime): a convolution block and a fully
+    connected block behind one command-list queue; the cost model is `emu/dv/timing.py`'s."""
+
+    conv_macs: int = param("count", "FP16 multiply-accumulates per cycle of the convolution "
+                           "block", minimum=8, maximum=1 << 20)
+    conv_freq_hz: float = param("Hz", "convolution block clock (the driver sets 30-400 MHz)",
+                                minimum=30e6, maximum=400e6)
+    fc_macs: int = param("count", "multiply-accumulates per cycle of the fully connected "
+                         "block", minimum=1, maximum=1 << 20)
+    fc_freq_hz: float = param("Hz", "fully connected block clock", minimum=30e6,
+                              maximum=400e6)
+    ub_bytes: int = param("bytes", "unified buffer: what a command keeps on chip between runs",
+                          minimum=16 << 10, maximum=1 << 26)
+    max_kernel: int = param("count", "largest convolution and pooling kernel side",
+                            minimum=1, maximum=255)
+    max_fc_vector: int = param("count", "largest FC input vector, in elements", minimum=8,
+                               maximum=1 << 20)
+    channel_block: int = param("count", "channels the blocks process at once (input and "
+                               "output channels are padded to it)", minimum=1, maximum=256)
+    efficiency_conv: float = _efficiency("the convolution block")
+    efficiency_fc: float = _efficiency("the fully connected block")
+    ddr_port_bytes_per_s: float = _rate("most DDR bandwidth the device can draw")
+    run_overhead_cycles: int = _cycles("fixed cost of one conv run or FC command (conv clock)")
+    kick_ps: int = _time("from dmp_dv_cmdlist_exec to the device starting the command list")
+    wake_ps: int = _time("from the device finishing to dmp_dv_cmdlist_wait returning")
+
+
+@dataclass(frozen=True)
 class TcmConfig:
     """The local data RAMs of one vDSP core."""
 
@@ -310,6 +339,7 @@ class SocConfig:
     vdsp: VdspConfig = param("block", "vDSP cores")
     ddr: DdrConfig = param("block", "shared DDR")
     mem: MemConfig = param("block", "CMA/ION memory pool")
+    dv: DvConfig = param("block", "DMP DV700 CNN accelerator (dmp_dv)")
 
 
 @dataclass(frozen=True)

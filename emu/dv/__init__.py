@@ -1,0 +1,1 @@
+"""DMP DV700 CNN accelerator: data layouts, weight packing, exact execution and timing."""

@@ -1,0 +1,1 @@
+"""Tests of the DV700 functional core."""

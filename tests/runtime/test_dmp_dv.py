@@ -1,0 +1,208 @@
+"""dmp_dv end to end: memory, sync, conv and FC commands executed exactly and timed."""
+
+import numpy as np
+import pytest
+
+import emu
+from emu.dv import compute, layout
+from emu.runtime import dmp_dv as dv
+
+RNG = np.random.default_rng(4)
+
+
+@pytest.fixture
+def ctx():
+    with emu.Session():
+        context = dv.dmp_dv_context_create()
+        assert context is not None
+        yield context
+        dv.dmp_dv_context_release(context)
+
+
+def _mem(ctx, data: np.ndarray | None = None, size: int | None = None):
+    nbytes = data.size if data is not None else size
+    mem = dv.dmp_dv_mem_alloc(ctx, nbytes)
+    view = dv.dmp_dv_mem_map(mem)
+    if data is not None:
+        assert dv.dmp_dv_mem_sync_start(mem, 0, 1) == 0
+        view[:data.size] = data
+        assert dv.dmp_dv_mem_sync_end(mem) == 0
+    return mem, view
+
+
+def _fp16(shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float16)
+
+
+def _conv_command(ctx, x, weights, bias, *, kernel, pad=0, stride=1, actfunc=0):
+    c, h, w = x.shape
+    m = weights.shape[0]
+    inp, _ = _mem(ctx, layout.to_device(x))
+    rc, size = dv.dmp_dv_pack_conv_weights(c, kernel, kernel, m, None, weights.view(np.uint16),
+                                           bias.view(np.uint16), None, 0)
+    assert rc == 0 and size > 0
+    packed = np.zeros(size, np.uint8)
+    assert dv.dmp_dv_pack_conv_weights(c, kernel, kernel, m, None, weights.view(np.uint16),
+                                       bias.view(np.uint16), packed, size) == (0, size)
+    wmem, _ = _mem(ctx, packed)
+    oh = (h + 2 * pad - kernel) // stride + 1
+    ow = (w + 2 * pad - kernel) // stride + 1
+    out, view = _mem(ctx, size=layout.tensor_bytes(m, oh, ow))
+    cmd = dv.dmp_dv_cmdraw_conv_v0()
+    cmd.input_buf, cmd.output_buf = dv.dmp_dv_buf(inp, 0), dv.dmp_dv_buf(out, 0)
+    cmd.w, cmd.h, cmd.z, cmd.c, cmd.topo = w, h, 1, c, 1
+    run = cmd.run[0]
+    run.weight_buf = dv.dmp_dv_buf(wmem, 0)
+    run.m, run.conv_enable, run.p, run.pz = m, 1, kernel | kernel << 8, 1
+    run.conv_pad = pad * 0x01010101
+    run.conv_stride = stride | stride << 8
+    run.actfunc = actfunc
+    return cmd, out, view, (m, oh, ow)
+
+
+def test_a_conv_command_computes_what_the_device_computes_and_is_timed(ctx):
+    x = _fp16((9, 12, 10))
+    weights, bias = _fp16((5, 9, 3, 3), 0.3), _fp16((5,), 0.1)
+    cmd, out, view, shape = _conv_command(ctx, x, weights, bias, kernel=3, pad=1, actfunc=6)
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0
+    assert dv.dmp_dv_cmdlist_commit(cl) == 0
+    first = dv.dmp_dv_cmdlist_exec(cl)
+    second = dv.dmp_dv_cmdlist_exec(cl)
+    assert 0 <= first < second
+    assert dv.dmp_dv_cmdlist_wait(cl, first) == 0 and dv.dmp_dv_cmdlist_wait(cl, second) == 0
+    want = compute.run_conv(x, [compute.ConvRun(m=5, kernel=(3, 3), pads=(1, 1, 1, 1),
+                                                weights=weights, bias=bias, actfunc=6)])[0]
+    assert not view.any()  # the CPU sees the device's writes only after a sync with rd
+    assert dv.dmp_dv_mem_sync_start(out, 1, 0) == 0
+    got = layout.from_device(view, *shape)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    assert dv.dmp_dv_mem_sync_end(out) == 0
+    # kick to the wait's return: at least the kick, the run and the wake-up
+    us = dv.dmp_dv_cmdlist_get_last_exec_time(cl)
+    cfg = emu.runtime.session.current().config.dv
+    assert us * 1_000_000 >= cfg.kick_ps + cfg.wake_ps
+    dv.dmp_dv_cmdlist_release(cl)
+
+
+def test_cpu_writes_without_sync_do_not_reach_the_device(ctx):
+    x = _fp16((8, 4, 4))
+    weights, bias = _fp16((8, 8, 1, 1)), _fp16((8,))
+    cmd, out, view, shape = _conv_command(ctx, x, weights, bias, kernel=1)
+    inp_view = dv.dmp_dv_mem_map(cmd.input_buf.mem)
+    inp_view[:] = 0  # not synced: the device still reads x
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+    assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+    dv.dmp_dv_mem_sync_start(out, 1, 0)
+    want = compute.run_conv(x, [compute.ConvRun(m=8, weights=weights, bias=bias)])[0]
+    assert np.array_equal(layout.from_device(view, *shape).view(np.uint16),
+                          want.view(np.uint16))
+
+
+def test_an_fc_command(ctx):
+    x = _fp16((40,))
+    weights, bias = _fp16((7, 40), 0.2), _fp16((7,))
+    rc, size = dv.dmp_dv_pack_fc_weights(40, 1, 1, 7, 1, 1, None, weights.view(np.uint16),
+                                         bias.view(np.uint16), None, 0)
+    assert rc == 0
+    packed = np.zeros(size, np.uint8)
+    assert dv.dmp_dv_pack_fc_weights(40, 1, 1, 7, 1, 1, None, weights.view(np.uint16),
+                                      bias.view(np.uint16), packed, size)[0] == 0
+    wmem, _ = _mem(ctx, packed)
+    inp, _ = _mem(ctx, x.view(np.uint8))
+    out, view = _mem(ctx, size=14)
+    cmd = dv.dmp_dv_cmdraw_fc_v0()
+    cmd.weight_buf, cmd.input_buf = dv.dmp_dv_buf(wmem, 0), dv.dmp_dv_buf(inp, 0)
+    cmd.output_buf = dv.dmp_dv_buf(out, 0)
+    cmd.input_size, cmd.output_size, cmd.actfunc = 40, 7, 1
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+    assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+    dv.dmp_dv_mem_sync_start(out, 1, 0)
+    want = compute.run_fc(x, weights, bias, 1)
+    assert np.array_equal(view.view(np.uint16), want.view(np.uint16))
+
+
+def test_info_version_and_misuse(ctx):
+    info = dv.dmp_dv_info_v0()
+    assert dv.dmp_dv_context_get_info(ctx, info) == 0
+    assert (info.ub_size, info.max_kernel_size, info.conv_freq, info.max_fc_vector_size) == (
+        512 << 10, 7, 333, 16384)
+    assert dv.dmp_dv_get_version_string().startswith("7.0.")
+    assert dv.dmp_dv_fpga_device_exists(ctx, dv.DMP_DV_DEV_CONV) == 1
+    assert dv.dmp_dv_fpga_device_exists(ctx, 4) == 0
+    assert dv.dmp_dv_fpga_device_exists(None, 1) == -1
+    assert dv.dmp_dv_mem_alloc(None, 16) is None
+    assert "context" in dv.dmp_dv_get_last_error_message()
+    assert dv.dmp_dv_mem_get_size(None) == 0
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_commit(cl) == dv.EINVAL  # nothing to run
+    assert dv.dmp_dv_cmdlist_add_raw(cl, None) == dv.EINVAL
+    bad = dv.dmp_dv_cmdraw_conv_v0()
+    bad.header.version = 7
+    assert dv.dmp_dv_cmdlist_add_raw(cl, bad) == dv.ENOTSUP
+    bad.header.version, bad.header.size = 0, 12
+    assert dv.dmp_dv_cmdlist_add_raw(cl, bad) == dv.EINVAL
+    assert dv.dmp_dv_cmdlist_exec(cl) < 0
+    assert dv.dmp_dv_cmdlist_wait(cl, 99) == dv.EINVAL
+    x = _fp16((8, 4, 4))
+    cmd, *_ = _conv_command(ctx, x, _fp16((8, 8, 3, 3)), _fp16((8,)), kernel=3)
+    cmd.run[0].p = 9 | 9 << 8
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == dv.EINVAL  # kernel 9 > 7
+    assert "kernel" in dv.dmp_dv_get_last_error_message()
+    for fn in (dv.dmp_dv_context_release, dv.dmp_dv_mem_release, dv.dmp_dv_cmdlist_release,
+               dv.dmp_dv_context_retain, dv.dmp_dv_mem_retain, dv.dmp_dv_cmdlist_retain):
+        assert fn(None) is None and fn(3) is None
+
+
+def test_a_v1_command_reads_8_bit_input_through_its_table_and_swaps_to_bgr(ctx):
+    codes = RNG.integers(0, 256, (3, 6, 5), dtype=np.uint8)
+    table = (np.arange(256) / 64 - 2).astype(np.float16)
+    weights, bias = _fp16((4, 3, 1, 1)), _fp16((4,))
+    x = table[codes][[2, 1, 0]]  # what the device computes on: FP16, channels swapped
+    v0, out, view, shape = _conv_command(ctx, x, weights, bias, kernel=1)
+    image = np.empty(codes.size, np.uint8)
+    image[layout.element_index(3, 6, 5)] = codes
+    inp, _ = _mem(ctx, image)
+    tab, _ = _mem(ctx, table.view(np.uint8))
+    cmd = dv.dmp_dv_cmdraw_conv_v1()
+    cmd.conv_cmd = v0
+    cmd.conv_cmd.input_buf = dv.dmp_dv_buf(inp, 0)
+    cmd.u8tofp16_table, cmd.to_bgr = dv.dmp_dv_buf(tab, 0), 1
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+    assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+    dv.dmp_dv_mem_sync_start(out, 1, 0)
+    want = compute.run_conv(x, [compute.ConvRun(m=4, weights=weights, bias=bias)])[0]
+    assert np.array_equal(layout.from_device(view, *shape).view(np.uint16),
+                          want.view(np.uint16))
+
+
+JUNK = [None, 0, -1, 3.5, "ctx", b"x", np.zeros(4, np.uint8), object(), True, 2**70]
+
+
+def test_no_junk_argument_makes_a_function_raise(ctx):
+    """Every C-named function with every junk value in every position: the C error value,
+    never an exception, and the session still works afterwards."""
+    mem = dv.dmp_dv_mem_alloc(ctx, 64)
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    other = emu.Session()
+    with other:
+        foreign = dv.dmp_dv_context_create()
+    names = [n for n in dir(dv) if n.startswith("dmp_dv_") and callable(getattr(dv, n))
+             and not isinstance(getattr(dv, n), type)]
+    assert len(names) >= 25
+    import inspect
+
+    for name in names:
+        fn = getattr(dv, name)
+        arity = len(inspect.signature(fn).parameters)
+        valid = {"ctx": ctx, "mem": mem, "cmdlist": cl}
+        for position in range(arity):
+            for junk in [*JUNK, foreign]:
+                args = [valid.get(p, 1) for p in inspect.signature(fn).parameters]
+                args[position] = junk
+                fn(*args)  # must not raise
+    assert dv.dmp_dv_mem_get_size(mem) >= 64
+    assert dv.dmp_dv_context_get_info_string(ctx).startswith("DV700")

@@ -260,13 +260,13 @@ def dmp_dv_mem_release(mem: Any) -> None:
         live = _live(mem, dmp_dv_mem, sess)
         if live is None:
             return
+        if live.refs == 1 and live.buffer.users:  # an execution still reads or writes it
+            _fail(sess, "dmp_dv_mem_release: the memory is in use by an execution; wait "
+                  "for it first", None)
+            return
         live.refs -= 1
         if live.refs == 0:
             _unmap(live, thread)
-            if live.buffer.users:  # a command list still running reads or writes it
-                live.refs = 1
-                _fail(sess, "dmp_dv_mem_release: the memory is in use by an execution", None)
-                return
             sess.soc.pool.free(live.buffer)
             live.context.refs -= 1
 

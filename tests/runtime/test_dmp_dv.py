@@ -206,3 +206,173 @@ def test_no_junk_argument_makes_a_function_raise(ctx):
                 fn(*args)  # must not raise
     assert dv.dmp_dv_mem_get_size(mem) >= 64
     assert dv.dmp_dv_context_get_info_string(ctx).startswith("DV700")
+
+
+def _device_times(overrides, *shapes):
+    """Each conv command's time on the device (ps), one command per (c, m, side, k)."""
+    with emu.Session(overrides=overrides):
+        ctx = dv.dmp_dv_context_create()
+        cl = dv.dmp_dv_cmdlist_create(ctx)
+        for c, m, side, k in shapes:
+            cmd, *_ = _conv_command(ctx, _fp16((c, side, side)), _fp16((m, c, k, k)),
+                                    _fp16((m,)), kernel=k, pad=k // 2)
+            assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0
+        dv.dmp_dv_cmdlist_commit(cl)
+        assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+        return [t for _, t in dv.command_times_ps(cl)]
+
+
+def test_doubling_the_conv_clock_halves_compute_bound_commands_only():
+    shapes = [(128, 128, 14, 3), (8, 8, 64, 1)]  # many MACs per byte; few
+    fixed = ["dv.run_overhead_cycles=0", "ddr.latency_ps=0"]
+    slow = _device_times([*fixed, "dv.conv_freq_hz=150MHz"], *shapes)
+    fast = _device_times([*fixed, "dv.conv_freq_hz=300MHz"], *shapes)
+    assert abs(slow[0] - 2 * fast[0]) <= 2  # compute-bound: half the time
+    assert slow[1] == fast[1]  # DDR-bound: the bytes decide
+
+
+def test_a_run_kept_in_the_unified_buffer_moves_no_ddr_bytes(ctx):
+    x = _fp16((16, 20, 20))
+    w1, b1 = _fp16((16, 16, 1, 1)), _fp16((16,))
+    cmd, *_ = _conv_command(ctx, x, w1, b1, kernel=1)
+    cmd.output_buf = dv.dmp_dv_buf(_mem(ctx, size=2 * layout.tensor_bytes(16, 20, 20))[0], 0)
+    wmem = cmd.run[0].weight_buf.mem
+    cmd.run[1].weight_buf = dv.dmp_dv_buf(wmem, 0)
+    for field in ("m", "conv_enable", "p", "pz", "conv_stride"):
+        setattr(cmd.run[1], field, getattr(cmd.run[0], field))
+
+    def moved(topo: int) -> int:
+        cmd.topo = topo
+        cl = dv.dmp_dv_cmdlist_create(ctx)
+        assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+        def dv_bytes() -> int:
+            by = emu.runtime.session.current().stats()["ddr"]["bytes_by_requester"]
+            return sum(v for k, v in by.items() if ".dv." in k)
+
+        before = dv_bytes()
+        assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+        return dv_bytes() - before
+
+    # run 0 to the UB, run 1 to DDR, against both to DDR: one output less moved
+    assert moved(0b11) - moved(0b10) == layout.tensor_bytes(16, 20, 20)
+
+
+def _contract_rows(ctx):
+    """(function, case, call, expected) for every C-named function: valid and misuse."""
+    mem = dv.dmp_dv_mem_alloc(ctx, 64)
+    dead = dv.dmp_dv_mem_alloc(ctx, 64)
+    dv.dmp_dv_mem_release(dead)
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    info = dv.dmp_dv_info_v0()
+    w = np.zeros(8 * 8 * 9, np.uint16)
+    b = np.zeros(8, np.uint16)
+    return [
+        ("dmp_dv_context_create", "valid", lambda: type(dv.dmp_dv_context_create()).__name__,
+         "dmp_dv_context"),
+        ("dmp_dv_context_release", "NULL", lambda: dv.dmp_dv_context_release(None), None),
+        ("dmp_dv_context_retain", "NULL", lambda: dv.dmp_dv_context_retain(None), None),
+        ("dmp_dv_context_get_info_string", "NULL",
+         lambda: dv.dmp_dv_context_get_info_string(None), ""),
+        ("dmp_dv_context_get_info", "valid", lambda: dv.dmp_dv_context_get_info(ctx, info), 0),
+        ("dmp_dv_context_get_info", "not a struct",
+         lambda: dv.dmp_dv_context_get_info(ctx, {}), dv.EINVAL),
+        ("dmp_dv_context_get_info", "NULL ctx",
+         lambda: dv.dmp_dv_context_get_info(None, info), dv.EINVAL),
+        ("dmp_dv_mem_alloc", "zero size", lambda: dv.dmp_dv_mem_alloc(ctx, 0), None),
+        ("dmp_dv_mem_alloc", "too big", lambda: dv.dmp_dv_mem_alloc(ctx, 1 << 40), None),
+        ("dmp_dv_mem_alloc", "float size", lambda: dv.dmp_dv_mem_alloc(ctx, 8.0), None),
+        ("dmp_dv_mem_release", "released", lambda: dv.dmp_dv_mem_release(dead), None),
+        ("dmp_dv_mem_retain", "NULL", lambda: dv.dmp_dv_mem_retain(None), None),
+        ("dmp_dv_mem_map", "released", lambda: dv.dmp_dv_mem_map(dead), None),
+        ("dmp_dv_mem_map", "valid", lambda: dv.dmp_dv_mem_map(mem).size, 64),
+        ("dmp_dv_mem_unmap", "NULL", lambda: dv.dmp_dv_mem_unmap(None), None),
+        ("dmp_dv_mem_sync_start", "valid", lambda: dv.dmp_dv_mem_sync_start(mem, 1, 1), 0),
+        ("dmp_dv_mem_sync_start", "flag not an int",
+         lambda: dv.dmp_dv_mem_sync_start(mem, "rd", 0), dv.EINVAL),
+        ("dmp_dv_mem_sync_start", "released",
+         lambda: dv.dmp_dv_mem_sync_start(dead, 1, 0), dv.EINVAL),
+        ("dmp_dv_mem_sync_end", "valid", lambda: dv.dmp_dv_mem_sync_end(mem), 0),
+        ("dmp_dv_mem_sync_end", "twice", lambda: dv.dmp_dv_mem_sync_end(mem), 0),
+        ("dmp_dv_mem_sync_end", "NULL", lambda: dv.dmp_dv_mem_sync_end(None), dv.EINVAL),
+        ("dmp_dv_mem_get_size", "valid", lambda: dv.dmp_dv_mem_get_size(mem) >= 64, True),
+        ("dmp_dv_mem_get_size", "released", lambda: dv.dmp_dv_mem_get_size(dead), 0),
+        ("dmp_dv_cmdlist_create", "NULL", lambda: dv.dmp_dv_cmdlist_create(None), None),
+        ("dmp_dv_cmdlist_release", "NULL", lambda: dv.dmp_dv_cmdlist_release(None), None),
+        ("dmp_dv_cmdlist_retain", "NULL", lambda: dv.dmp_dv_cmdlist_retain(None), None),
+        ("dmp_dv_cmdlist_add_raw", "not a command",
+         lambda: dv.dmp_dv_cmdlist_add_raw(cl, 5), dv.EINVAL),
+        ("dmp_dv_cmdlist_add_raw", "NULL list",
+         lambda: dv.dmp_dv_cmdlist_add_raw(None, dv.dmp_dv_cmdraw_fc_v0()), dv.EINVAL),
+        ("dmp_dv_cmdlist_add_raw", "FC without buffers",
+         lambda: dv.dmp_dv_cmdlist_add_raw(cl, dv.dmp_dv_cmdraw_fc_v0()), dv.EINVAL),
+        ("dmp_dv_cmdlist_commit", "empty", lambda: dv.dmp_dv_cmdlist_commit(cl), dv.EINVAL),
+        ("dmp_dv_cmdlist_exec", "not committed", lambda: dv.dmp_dv_cmdlist_exec(cl) < 0, True),
+        ("dmp_dv_cmdlist_wait", "unknown id", lambda: dv.dmp_dv_cmdlist_wait(cl, 5),
+         dv.EINVAL),
+        ("dmp_dv_cmdlist_wait", "negative id", lambda: dv.dmp_dv_cmdlist_wait(cl, -1),
+         dv.EINVAL),
+        ("dmp_dv_cmdlist_get_last_exec_time", "none yet",
+         lambda: dv.dmp_dv_cmdlist_get_last_exec_time(cl), 0),
+        ("dmp_dv_pack_conv_weights", "size query",
+         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w, b, None, 0)[0], 0),
+        ("dmp_dv_pack_conv_weights", "kernel 0",
+         lambda: dv.dmp_dv_pack_conv_weights(8, 0, 3, 8, None, w, b, None, 0), (dv.EINVAL, 0)),
+        ("dmp_dv_pack_conv_weights", "buffer too small",
+         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w, b, np.zeros(4, np.uint8),
+                                             4), (dv.EINVAL, 0)),
+        ("dmp_dv_pack_conv_weights", "too few weights",
+         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w[:5], b,
+                                             np.zeros(4096, np.uint8), 4096), (dv.EINVAL, 0)),
+        ("dmp_dv_pack_fc_weights", "size query",
+         lambda: dv.dmp_dv_pack_fc_weights(8, 1, 1, 8, 1, 1, None, w[:64], b, None, 0)[0], 0),
+        ("dmp_dv_pack_fc_weights", "negative",
+         lambda: dv.dmp_dv_pack_fc_weights(-8, 1, 1, 8, 1, 1, None, w, b, None, 0),
+         (dv.EINVAL, 0)),
+        ("dmp_dv_get_version_string", "valid",
+         lambda: dv.dmp_dv_get_version_string().split(".")[0], "7"),
+        ("dmp_dv_get_last_error_message", "valid",
+         lambda: isinstance(dv.dmp_dv_get_last_error_message(), str), True),
+        ("dmp_dv_fpga_device_exists", "FC", lambda: dv.dmp_dv_fpga_device_exists(ctx, 2), 1),
+        ("dmp_dv_fpga_device_exists", "NULL", lambda: dv.dmp_dv_fpga_device_exists(None, 1),
+         -1),
+    ]
+
+
+def test_the_contract_table(ctx):
+    rows = _contract_rows(ctx)
+    for name, case, call, expected in rows:
+        assert call() == expected, (name, case)
+    named = {n for n in dir(dv) if n.startswith("dmp_dv_") and callable(getattr(dv, n))
+             and not isinstance(getattr(dv, n), type)}
+    assert named == {name for name, *_ in rows}, named ^ {name for name, *_ in rows}
+    assert dv.dmp_dv_mem_alloc(ctx, 64) is not None  # still working
+
+
+def test_reference_counts_keep_handles_alive_until_the_last_release():
+    with emu.Session() as sess:
+        ctx = dv.dmp_dv_context_create()
+        mem = dv.dmp_dv_mem_alloc(ctx, 1024)
+        dv.dmp_dv_context_release(ctx)  # the memory still holds the context
+        assert dv.dmp_dv_mem_alloc(ctx, 16) is not None
+        dv.dmp_dv_mem_retain(mem)
+        dv.dmp_dv_mem_release(mem)
+        assert dv.dmp_dv_mem_get_size(mem) >= 1024  # one reference left
+        live_before = sess.soc.pool.live_buffers
+        dv.dmp_dv_mem_release(mem)
+        assert dv.dmp_dv_mem_get_size(mem) == 0 and dv.dmp_dv_mem_map(mem) is None
+        assert sess.soc.pool.live_buffers == live_before - 1
+
+
+def test_memory_an_execution_uses_is_not_freed_before_it_ends(ctx):
+    cmd, out, view, _ = _conv_command(ctx, _fp16((8, 32, 32)), _fp16((8, 8, 3, 3)),
+                                      _fp16((8,)), kernel=3, pad=1)
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+    exec_id = dv.dmp_dv_cmdlist_exec(cl)
+    dv.dmp_dv_mem_release(out)  # while the device may still write it
+    assert "in use" in dv.dmp_dv_get_last_error_message()
+    assert dv.dmp_dv_cmdlist_wait(cl, exec_id) == 0
+    dv.dmp_dv_mem_sync_start(out, 1, 0)
+    assert view.any()  # the output landed in memory that was never handed to anyone else
+    dv.dmp_dv_mem_release(out)
+    assert dv.dmp_dv_mem_get_size(out) == 0

@@ -47,6 +47,7 @@ class RunShape:
     weight_bytes: int = 0
     reads_input: bool = False  # the command's input comes from DDR in this run
     to_external: bool = True
+    input_element_bytes: int = FP16_BYTES  # 1 for a conv v1 command's 8-bit input
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def run_cost(run: RunShape, cfg: DvConfig) -> Cost:
     in_bytes = tensor_bytes(run.in_c, run.in_h, run.in_w)
     out_bytes = tensor_bytes(run.out_c, run.out_h, run.out_w)
     tiled = in_bytes + out_bytes > cfg.ub_bytes
-    read = run.weight_bytes + (in_bytes if run.reads_input or tiled else 0)
+    loaded = in_bytes * run.input_element_bytes // FP16_BYTES if run.reads_input else in_bytes
+    read = run.weight_bytes + (loaded if run.reads_input or tiled else 0)
     written = out_bytes if run.to_external or tiled else 0
     fixed = math.ceil(cfg.run_overhead_cycles * PS_PER_S / cfg.conv_freq_hz)
     return Cost(fixed, compute, read + written, written)

@@ -92,6 +92,7 @@ class Command:
     input_shape: tuple[int, int, int] = (0, 0, 0)
     output_mode: int = 0
     to_bgr: bool = False  # conv v1: swap the input's first and third channels
+    u8_input: bool = False  # conv v1: the input is 8-bit, through the table
 
     def buffers(self) -> list[PoolBuffer]:
         seen: dict[int, PoolBuffer] = {}
@@ -123,7 +124,9 @@ class Command:
                 c, h, w, m, oh, ow, kernel=f["kernel"], conv=f["conv_enable"] != 0,
                 depthwise=f["conv_enable"] == 3, pool_window=pool,
                 weight_bytes=run.weights.nbytes if run.weights is not None else 0,
-                reads_input=k == 0, to_external=run.to_external), cfg))
+                reads_input=k == 0, to_external=run.to_external,
+                input_element_bytes=1 if self.u8_input else 2),
+                cfg))
         return out
 
     def execute(self) -> None:
@@ -240,7 +243,7 @@ def _decode_conv_v1(cmd: Any, resolve: Resolve, cfg: DvConfig) -> Command | tupl
     c, h, w = command.input_shape
     dict(command.places)["input_buf"].nbytes = c * h * w
     command.places.append(("u8tofp16_table", table))
-    command.to_bgr = bool(bgr)
+    command.to_bgr, command.u8_input = bool(bgr), True
     return command
 
 

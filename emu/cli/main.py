@@ -270,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     nn_commands.add_parsers(
         commands, [hardware, _output_options(trace=False), _progress_options()],
         _whole, _real, SEEDS)
+    from emu.cli import dv_commands
+
+    dv_commands.add_parsers(commands, [hardware, _output_options(trace=False)], _whole, SEEDS,
+                            _zoo_size)
     return parser
 
 
@@ -377,6 +381,10 @@ def _main(argv: Sequence[str] | None) -> int:
             from emu.cli import nn_commands
 
             return nn_commands.run_infer(args, lambda: _resolve(args), _emit_json)
+        if args.command == "dv":
+            from emu.cli import dv_commands
+
+            return dv_commands.run_dv(args, lambda: _resolve(args), _emit_json)
         return _scenario(args)
     except UserError as exc:
         print(f"emu: error: {exc}", file=sys.stderr)

@@ -376,3 +376,19 @@ def test_memory_an_execution_uses_is_not_freed_before_it_ends(ctx):
     assert view.any()  # the output landed in memory that was never handed to anyone else
     dv.dmp_dv_mem_release(out)
     assert dv.dmp_dv_mem_get_size(out) == 0
+
+
+def test_the_device_appears_in_the_trace_with_each_command():
+    from emu.report.trace import chrome_trace
+
+    with emu.Session(trace=True) as sess:
+        ctx = dv.dmp_dv_context_create()
+        cmd, *_ = _conv_command(ctx, _fp16((8, 8, 8)), _fp16((8, 8, 3, 3)), _fp16((8,)),
+                                kernel=3, pad=1)
+        cl = dv.dmp_dv_cmdlist_create(ctx)
+        assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+        assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+        events = chrome_trace(sess.soc.recorder.recording)["traceEvents"]
+        (ran,) = dv.command_times_ps(cl)
+    (command,) = [e for e in events if e.get("name") == "dmp_dv exec 0 conv v0"]
+    assert round(command["dur"] * 1_000_000) == ran[1]  # trace microseconds, model ps

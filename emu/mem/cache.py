@@ -267,6 +267,21 @@ class CacheHierarchy:
             level.dirty[hit] = 0
         return int(np.unique(np.concatenate(written)).size)
 
+    def line_states(self, start: int, nbytes: int) -> tuple[npt.NDArray[np.bool_],
+                                                             npt.NDArray[np.bool_]]:
+        """For each line overlapping `[start, start + nbytes)`, in order: whether some cache
+        holds it, and whether some cache holds it dirty (not yet written to DDR). Changes
+        nothing."""
+        first, end = self._line_range(start, nbytes)
+        resident = np.zeros(end - first, np.bool_)
+        dirty = np.zeros(end - first, np.bool_)
+        for level in self.levels:
+            hit = (level.tags >= first) & (level.tags < end)
+            lines = level.tags[hit] - first
+            resident[lines] = True
+            dirty[lines[level.dirty[hit] != 0]] = True
+        return resident, dirty
+
     def invalidate(self, start: int, nbytes: int) -> int:
         """Drop every line overlapping `[start, start + nbytes)`, everywhere, without writing back.
 

@@ -18,15 +18,18 @@ the status (`rc, size = dmp_dv_pack_conv_weights(...)`). Misuse returns the C er
 and sets the message `dmp_dv_get_last_error_message` returns; it never raises.
 
 Handles are reference counted as on the board (`*_retain`, `*_release`; the last release
-frees). Memory: `dmp_dv_mem_alloc` takes a buffer of the session's CMA/ION pool; the CPU
-reaches it only through `dmp_dv_mem_map`'s array, and the CPU's view and the device's
-memory meet only at `dmp_dv_mem_sync_start` (with `rd`: device to CPU, an invalidate of the
-CPU caches) and `dmp_dv_mem_sync_end` (after a start with `wr`: CPU to device, a clean):
-what the CPU writes outside them never reaches the device, and what the device writes is
-not seen by the CPU until the next start with `rd`, as the caches would have it on the board
-(lines the caches evict on their own are not modelled). The device (`emu/dv/device.py`) has
-one queue; `dmp_dv_cmdlist_exec` returns increasing ids; a wait gives up after 2 s of
-simulated time, as the driver's does.
+frees). Memory: `dmp_dv_mem_alloc` takes a buffer of the session's CMA/ION pool, mapped
+cacheable; the CPU reaches it through `dmp_dv_mem_map`'s array, and the A55 cache model
+decides what each side sees, as the caches would on the board. The CPU's writes to the
+array are found at the next dmp_dv call that involves the memory (a sync, an exec) and run
+as stores through the cache model there, on the calling thread: the lines stay dirty in the
+caches until a clean (`dmp_dv_mem_sync_end` after a start with `wr`) or an eviction writes
+them back, and the device reads only what has reached DDR. `dmp_dv_mem_sync_start` with
+`rd` invalidates: the CPU then reads what the device wrote, and its own writes not yet
+written back are lost, as on the board. When a wait returns, the lines of the memory the
+command list used that no cache holds show the device's data; cached lines keep the CPU's
+copy until invalidated. The device (`emu/dv/device.py`) has one queue; `dmp_dv_cmdlist_exec`
+returns increasing ids; a wait gives up after 2 s of simulated time, as the driver's does.
 """
 
 from __future__ import annotations
@@ -87,6 +90,11 @@ class dmp_dv_mem(_Counted):
         self.buffer = buf
         self.view: npt.NDArray[np.uint8] | None = None
         self.syncing: tuple[bool, bool] | None = None  # (rd, wr) of an open sync_start
+        # The CPU's picture of the memory as last seen (the view then), and which of its
+        # lines hold CPU writes that have not reached DDR yet.
+        self.cpu_bytes = buf.data[:buf.size_bytes].copy()
+        line = sess.config.cpu.line_bytes
+        self.pending = np.zeros(-(-buf.size_bytes // line), np.bool_)
 
     def __repr__(self) -> str:
         return f"<dmp_dv_mem {self.buffer.size_bytes} B refs={self.refs}>"
@@ -286,14 +294,68 @@ def dmp_dv_mem_map(mem: Any) -> npt.NDArray[np.uint8] | None:
         if live is None:
             return _fail(sess, "dmp_dv_mem_map: not a live memory handle", None)
         if live.view is None:
-            live.view = live.buffer.data[:live.buffer.size_bytes].copy()
+            live.view = live.cpu_bytes.copy()
         return live.view
 
 
 def _unmap(mem: dmp_dv_mem, thread: Any) -> None:
     if mem.syncing is not None:
         _sync_end(mem, thread)
+    absorb_cpu_writes(mem, thread)
     mem.view = None
+
+
+# --- what the CPU and the device see of the memory ---------------------------------------
+
+def absorb_cpu_writes(mem: dmp_dv_mem, thread: Any) -> None:
+    """The CPU's writes to the view since the last look: stores of their lines through the
+    cache model (timed on `thread`), pending until written back."""
+    if mem.view is None:
+        return
+    line = mem.session.config.cpu.line_bytes
+    changed = np.flatnonzero(mem.view != mem.cpu_bytes)
+    if not changed.size:
+        return
+    lines = np.unique(changed // line)
+    addrs = mem.buffer.phys_addr + lines * line
+    thread.cpu(CpuWork("CPU writes", ops.counts(store=len(lines), int=len(lines)),
+                       addrs=addrs, is_write=np.ones(len(lines), np.bool_)), "CPU writes")
+    mem.pending[lines] = True
+    mem.cpu_bytes[:] = mem.view
+
+
+def _line_states(mem: dmp_dv_mem) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    return mem.session.soc.cpu.caches.line_states(mem.buffer.phys_addr, mem.buffer.size_bytes)
+
+
+def _line_mask(mem: dmp_dv_mem, lines: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    line = mem.session.config.cpu.line_bytes
+    return np.repeat(lines, line)[:mem.buffer.size_bytes]
+
+
+def settle(mem: dmp_dv_mem) -> None:
+    """Pending CPU lines that no cache holds dirty any more have been written back: from
+    now on the device reads them."""
+    if not mem.pending.any():
+        return
+    _, dirty = _line_states(mem)
+    written = mem.pending & ~dirty
+    if written.any():
+        take = _line_mask(mem, written)
+        mem.buffer.data[:mem.buffer.size_bytes][take] = mem.cpu_bytes[take]
+        mem.pending &= ~written
+
+
+def refresh_cpu_view(mem: dmp_dv_mem) -> None:
+    """Lines no cache holds are read from DDR: the CPU's view shows the device's data
+    there (cached lines keep the CPU's copy)."""
+    resident, _ = _line_states(mem)
+    fresh = ~resident & ~mem.pending
+    if fresh.any():
+        take = _line_mask(mem, fresh)
+        mem.cpu_bytes[take] = mem.buffer.data[:mem.buffer.size_bytes][take]
+        if mem.view is not None:
+            mem.view[take] = mem.cpu_bytes[take]
 
 
 @status.c_function(None)
@@ -315,9 +377,10 @@ def _maintain(thread: Any, mem: dmp_dv_mem, op: str) -> None:
 
 @status.c_function(EINVAL)
 def dmp_dv_mem_sync_start(mem: Any, rd: Any, wr: Any) -> int:
-    """Begin CPU access: with `rd` the device's memory is brought to the CPU's view now (the
-    caches invalidated); with `wr` the view goes to the device at sync_end. A repeat with
-    the same or fewer flags does nothing."""
+    """Begin CPU access: with `rd` the caches are invalidated now, so the CPU reads what the
+    device wrote (and loses its writes not yet written back); with `wr` the caches are
+    cleaned at sync_end, so the device reads what the CPU wrote. A repeat with the same or
+    fewer flags does nothing."""
     sess, thread = session.caller()
     with thread.call("dmp_dv_mem_sync_start"):
         live = _live(mem, dmp_dv_mem, sess)
@@ -327,17 +390,22 @@ def dmp_dv_mem_sync_start(mem: Any, rd: Any, wr: Any) -> int:
                          "and integer flags", EINVAL)
         before = live.syncing or (False, False)
         want = (before[0] or bool(read), before[1] or bool(write))
+        absorb_cpu_writes(live, thread)
         if bool(read) and not before[0]:
+            settle(live)  # what was written back before the invalidate stays written
             _maintain(thread, live, INVALIDATE)
-            live.view[:] = live.buffer.data[:live.buffer.size_bytes]
+            live.pending[:] = False  # the rest is dropped with the lines
+            live.cpu_bytes[:] = live.buffer.data[:live.buffer.size_bytes]
+            live.view[:] = live.cpu_bytes
         live.syncing = want
         return 0
 
 
 def _sync_end(mem: dmp_dv_mem, thread: Any) -> None:
-    if mem.syncing is not None and mem.syncing[1] and mem.view is not None:
+    absorb_cpu_writes(mem, thread)
+    if mem.syncing is not None and mem.syncing[1]:
         _maintain(thread, mem, CLEAN)
-        mem.buffer.data[:mem.buffer.size_bytes] = mem.view
+        settle(mem)  # the clean wrote every dirty line back
     mem.syncing = None
 
 
@@ -540,6 +608,7 @@ class _Execution:
         self.done = done
         self.error: str | None = None
         self.command_ps: list[int] = []  # each command's time on the device
+        self.owners: list[dmp_dv_mem] = []  # the memory it used
 
 
 @status.c_function(-EINVAL)
@@ -564,6 +633,10 @@ def dmp_dv_cmdlist_exec(cmdlist: Any) -> int:
             (command.label, command.costs(sess.config.dv)) for command in live.commands],
             times)
         call.link(task)
+        owners = {id(m): m for command in live.commands for m in command.owners()}
+        for owner in owners.values():  # what the device will read of the CPU's writes
+            absorb_cpu_writes(owner, thread)
+            settle(owner)
         pinned = [b for command in live.commands for b in command.buffers()]
         for buf in pinned:
             soc.pool.pin(buf)
@@ -586,6 +659,7 @@ def dmp_dv_cmdlist_exec(cmdlist: Any) -> int:
             yield soc.env.timeout(sess.config.dv.wake_ps)
             done.succeed()
 
+        execution.owners = list(owners.values())
         live.executions[exec_id] = execution
         soc.env.process(run())
         return exec_id
@@ -606,6 +680,9 @@ def dmp_dv_cmdlist_wait(cmdlist: Any, exec_id: Any) -> int:
                          "dmp_dv_cmdlist_wait")
     if result is not WaitResult.DONE:
         return _fail(sess, "dmp_dv_cmdlist_wait: timed out", ETIMEDOUT)
+    for owner in execution.owners:
+        if owner.alive:
+            refresh_cpu_view(owner)
     live.last_exec_us = (sess.now_ps - execution.kicked_ps) // 1_000_000
     live.last_command_ps = list(execution.command_ps)
     del live.executions[number]

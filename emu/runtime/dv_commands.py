@@ -43,6 +43,7 @@ class Place:
     buffer: PoolBuffer
     offset: int
     nbytes: int = 0
+    owner: Any = None  # the dmp_dv_mem handle
 
     def check(self, what: str) -> str | None:
         if self.offset + self.nbytes > self.buffer.size_bytes:
@@ -61,7 +62,7 @@ def place(buf: Any, resolve: Resolve, what: str) -> Place | str:
         return f"{what}: not a live dmp_dv_mem of this context"
     if offs is None or offs % 2:
         return f"{what}: offset {getattr(buf, 'offs', None)!r} is not an even byte offset"
-    return Place(mem.buffer, offs)
+    return Place(mem.buffer, offs, owner=mem)
 
 
 def _u(value: Any, bits: int) -> int | None:
@@ -99,6 +100,10 @@ class Command:
         for _, p in self.places:
             seen[p.buffer.phys_addr] = p.buffer
         return list(seen.values())
+
+    def owners(self) -> list[Any]:
+        """The memory handles it uses."""
+        return [p.owner for _, p in self.places if p.owner is not None]
 
     def check_memory(self) -> str | None:
         """The buffers still live and large enough (checked again at exec)."""

@@ -438,3 +438,17 @@ def test_property_model_matches_reference(cpu: CpuConfig, operations: list[tuple
         else:
             pair.invalidate(a, b)
     pair.check_state()
+
+
+def test_line_states_report_residence_and_dirtiness_without_changing_anything():
+    caches = CacheHierarchy(load_config().soc.cpu)
+    line = caches.line_bytes
+    caches.access(0, [0, 2 * line], is_write=[True, False])
+    before = [level.tags.copy() for level in caches.levels]
+    resident, dirty = caches.line_states(0, 4 * line)
+    assert resident.tolist() == [True, False, True, False]
+    assert dirty.tolist() == [True, False, False, False]
+    assert all(np.array_equal(a, level.tags) for a, level in zip(before, caches.levels,
+                                                                  strict=True))
+    caches.clean(0, line)
+    assert not caches.line_states(0, line)[1].any()

@@ -73,7 +73,6 @@ def test_a_conv_command_computes_what_the_device_computes_and_is_timed(ctx):
     assert dv.dmp_dv_cmdlist_wait(cl, first) == 0 and dv.dmp_dv_cmdlist_wait(cl, second) == 0
     want = compute.run_conv(x, [compute.ConvRun(m=5, kernel=(3, 3), pads=(1, 1, 1, 1),
                                                 weights=weights, bias=bias, actfunc=6)])[0]
-    assert not view.any()  # the CPU sees the device's writes only after a sync with rd
     assert dv.dmp_dv_mem_sync_start(out, 1, 0) == 0
     got = layout.from_device(view, *shape)
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
@@ -392,3 +391,42 @@ def test_the_device_appears_in_the_trace_with_each_command():
         (ran,) = dv.command_times_ps(cl)
     (command,) = [e for e in events if e.get("name") == "dmp_dv exec 0 conv v0"]
     assert round(command["dur"] * 1_000_000) == ran[1]  # trace microseconds, model ps
+
+
+
+def test_the_cache_model_decides_what_the_device_sees_of_unsynced_cpu_writes(ctx):
+    from emu.runtime.hbsys import hbSysAllocCachedMem, hbSysMem, hbSysReadMem
+
+    x = _fp16((8, 4, 4))
+    weights, bias = _fp16((8, 8, 1, 1)), _fp16((8,))
+    cmd, out, view, shape = _conv_command(ctx, x, weights, bias, kernel=1)
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+
+    def result() -> np.ndarray:
+        assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+        dv.dmp_dv_mem_sync_start(out, 1, 0)
+        got = layout.from_device(view, *shape).copy()
+        dv.dmp_dv_mem_sync_end(out)
+        return got
+
+    def conv(z: np.ndarray) -> np.ndarray:
+        return compute.run_conv(z, [compute.ConvRun(m=8, weights=weights, bias=bias)])[0]
+
+    inp = cmd.input_buf.mem
+    y = _fp16((8, 4, 4))
+    dv.dmp_dv_mem_map(inp)[:] = layout.to_device(y)  # no sync: the lines stay dirty
+    assert np.array_equal(result().view(np.uint16), conv(x).view(np.uint16))
+    # reading 4 MiB of other memory evicts them: written back, the device reads them
+    big = hbSysMem()
+    assert hbSysAllocCachedMem(big, 4 << 20) == 0
+    assert hbSysReadMem(np.zeros(4 << 20, np.uint8), big, 4 << 20) == 0
+    assert np.array_equal(result().view(np.uint16), conv(y).view(np.uint16))
+
+
+def test_an_invalidate_drops_cpu_writes_not_yet_written_back(ctx):
+    mem, view = _mem(ctx, np.full(256, 7, np.uint8))
+    view[:] = 9  # not cleaned
+    assert dv.dmp_dv_mem_sync_start(mem, 1, 0) == 0
+    assert (view == 7).all()  # the device's memory, as after an invalidate on the board
+    assert dv.dmp_dv_mem_sync_end(mem) == 0

@@ -430,3 +430,34 @@ def test_an_invalidate_drops_cpu_writes_not_yet_written_back(ctx):
     assert dv.dmp_dv_mem_sync_start(mem, 1, 0) == 0
     assert (view == 7).all()  # the device's memory, as after an invalidate on the board
     assert dv.dmp_dv_mem_sync_end(mem) == 0
+
+
+def test_quantised_conv_weights_through_the_api(ctx):
+    """weight_fmt 3: 8-bit indices into a 256-entry FP16 table, packed with quant_map."""
+    x = _fp16((9, 6, 6))
+    table = _fp16((256,), 0.2)
+    index = RNG.integers(0, 256, (4, 9, 3, 3), dtype=np.uint8)
+    bias = _fp16((4,))
+    inp, _ = _mem(ctx, layout.to_device(x))
+    rc, size = dv.dmp_dv_pack_conv_weights(9, 3, 3, 4, table.view(np.uint16), index,
+                                           bias.view(np.uint16), None, 0)
+    assert rc == 0
+    packed = np.zeros(size, np.uint8)
+    assert dv.dmp_dv_pack_conv_weights(9, 3, 3, 4, table.view(np.uint16), index,
+                                       bias.view(np.uint16), packed, size) == (0, size)
+    wmem, _ = _mem(ctx, packed)
+    out, view = _mem(ctx, size=layout.tensor_bytes(4, 6, 6))
+    cmd = dv.dmp_dv_cmdraw_conv_v0()
+    cmd.input_buf, cmd.output_buf = dv.dmp_dv_buf(inp, 0), dv.dmp_dv_buf(out, 0)
+    cmd.w, cmd.h, cmd.z, cmd.c, cmd.topo = 6, 6, 1, 9, 1
+    run = cmd.run[0]
+    run.weight_buf, run.weight_fmt = dv.dmp_dv_buf(wmem, 0), 3
+    run.m, run.conv_enable, run.p, run.pz, run.conv_pad = 4, 1, 3 | 3 << 8, 1, 0x01010101
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+    assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+    dv.dmp_dv_mem_sync_start(out, 1, 0)
+    want = compute.run_conv(x, [compute.ConvRun(m=4, kernel=(3, 3), pads=(1, 1, 1, 1),
+                                                weights=table[index], bias=bias)])[0]
+    assert np.array_equal(layout.from_device(view, 4, 6, 6).view(np.uint16),
+                          want.view(np.uint16))

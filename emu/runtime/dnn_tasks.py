@@ -25,8 +25,10 @@ order, each where the compiler put it:
 
 Function follows time: each segment's values are computed when the segment ends
 (`emu.nn.execute.Execution`), so a plugin sees real inputs. The tensors that cross between
-segments live in a scratch buffer of the pool per model (allocated on first inference,
-freed with the model), which is where the CPU work's addresses point.
+segments, and the float weights of the ops the CPU runs, live in a scratch buffer of the
+pool per model (allocated on first inference, freed with the model: a model whose CPU ops
+carry large weights needs room for them, as on the board), which is where the CPU work's
+addresses point.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ added first to the tensor at `eltwise_buf` (to the input when that buffer has no
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +24,8 @@ from emu.mem.pool import PoolBuffer
 from emu.runtime import status
 from emu.soc.config import DvConfig
 
-EINVAL = 22
-ENOTSUP = 95
+EINVAL = errno.EINVAL
+ENOTSUP = errno.ENOTSUP
 Resolve = Callable[[Any], Any]  # a dmp_dv_mem handle -> its live handle, or None
 
 

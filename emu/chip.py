@@ -73,7 +73,7 @@ class Soc(Component):
         self.pool = CmaPool.from_config(cfg.mem)
         self.cpu = CpuCluster("cpu", self, self.env, cfg.cpu, self.ddr, rec)
         self.bpu = BpuCores("bpu", self, self.env, cfg.bpu, self.ddr, rec)
-        self.vdsp = VdspCores("vdsp", self, self.env, cfg.vdsp, self.ddr, rec)
+        self.vdsp = VdspCores("vdsp", self, self.env, cfg.vdsp, self.ddr, self.pool, rec)
         self.dv = DvDevice("dv", self, self.env, cfg.dv, self.ddr, rec)
         self.phase = Phase.BUILT
         return self

@@ -216,8 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one vDSP operator on generated data as a host program would (pool "
                     "buffers, cache clean, hbDSPRpc, wait, invalidate) and show where the "
                     "simulated time goes: RPC, iDMA in, compute, iDMA out.")
-    dsp.add_argument("op", choices=["softmax", "quantize", "dequantize", "ping"],
-                     help="the operator")
+    dsp.add_argument("op", choices=["softmax", "quantize", "dequantize", "ping", "cv"],
+                     help="the operator; cv: the computer-vision operators on an image, "
+                          "see `emu dsp cv --help`")
     dsp.add_argument("--shape", type=_shape, default=(64, 1000),
                      help=f"tensor shape, 1 to {DSP_MAX_AXES} sizes, e.g. 64,1000 (default); "
                           "the tensors of all calls must fit in the pool (mem.pool_bytes)")
@@ -347,9 +348,12 @@ def _discard_stdout() -> None:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:2] == ["dsp", "cv"]:  # its options come from the operator table: parsed there
+        return _dsp_cv(words[2:])
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except _UsageError as exc:
         print(f"{exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -386,6 +390,30 @@ def _main(argv: Sequence[str] | None) -> int:
 
             return dv_commands.run_dv(args, lambda: _resolve(args), _emit_json)
         return _scenario(args)
+    except UserError as exc:
+        print(f"emu: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EmuError as exc:
+        print(f"emu: failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _dsp_cv(words: list[str]) -> int:
+    from emu.cli import cv_commands
+
+    def check_file(flag: str, path: str) -> Path:
+        from emu.report import outputs
+
+        return outputs.check_file(flag, path)
+
+    try:
+        return cv_commands.run_cv(words, _Parser, [_hardware_options(), _output_options(True)],
+                                  _whole, _real, _resolve, check_file, _emit_json)
+    except _UsageError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
     except UserError as exc:
         print(f"emu: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -577,6 +605,9 @@ def _dsp(args: argparse.Namespace) -> int:
     from emu.runtime import session
     from emu.workloads import dsp_ops
 
+    if args.op == "cv":
+        raise InputError("emu dsp cv takes every option after `cv`: emu dsp cv OP [options] "
+                         "(see emu dsp cv --help)")
     trace, _ = _outputs(args)  # bad output paths, configuration and sizes stop the run
     resolved = _resolve(args)  # before any work
     run = dsp_ops.DspRun(args.op, args.shape, args.axis, args.dtype, args.mode, args.per_axis,

@@ -26,7 +26,7 @@ import simpy
 
 from emu.mem.pool import PoolBuffer
 from emu.runtime import session, status
-from emu.runtime.hbsys import buffer_of
+from emu.runtime.hbsys import buffer_of, hbSysFreeMem
 from emu.runtime.host import WaitResult
 from emu.soc.sched import ANY_CORE, CoreSlot, Stage, StageBody, Task
 from emu.vdsp import ops
@@ -95,6 +95,9 @@ class hbDSPTask:
         self.task = task
         self.completed = completed
         self.released = False
+        self.owned: list[Any] = []
+        """hbSysMem buffers the API allocated for this task (a CV argument block), freed
+        when the task is released."""
 
     @property
     def error(self) -> str | None:
@@ -119,6 +122,13 @@ def hbDSPRpc(
     input_mem: Any, output_mem: Any, ctrl: Any,
 ) -> tuple[int, hbDSPTask | None]:
     """Queue operator `ctrl.rpcCmd` on `input_mem` -> `output_mem`; returns (rc, task)."""
+    return rpc(input_mem, output_mem, ctrl, ())
+
+
+def rpc(input_mem: Any, output_mem: Any, ctrl: Any, also_pinned: tuple[PoolBuffer, ...]
+        ) -> tuple[int, hbDSPTask | None]:
+    """`hbDSPRpc`, also keeping `also_pinned` (images an argument block points at) pinned
+    until the task is done."""
     sess, thread = session.caller()
     with thread.call("hbDSPRpc") as call:
         if not isinstance(ctrl, hbDSPRpcCtrlParam):
@@ -150,9 +160,9 @@ def hbDSPRpc(
                     priority=priority, custom_id=custom_id, core=core)
         call.link(task)
         completed = sess.soc.env.event()
-        for buf in (inp, out):
+        for buf in (inp, out, *also_pinned):
             sess.soc.pool.pin(buf)
-        sess.soc.env.process(_deliver(sess, task, (inp, out), completed))
+        sess.soc.env.process(_deliver(sess, task, (inp, out, *also_pinned), completed))
         return HB_DSP_SUCCESS, hbDSPTask(sess, task, completed)
 
 
@@ -197,7 +207,9 @@ def hbDSPReleaseTask(task: Any) -> int:
         if not handle.completed.triggered:
             return HB_DSP_TASK_RUNNING
         handle.released = True
-        return HB_DSP_SUCCESS
+    for mem in handle.owned:
+        hbSysFreeMem(mem)
+    return HB_DSP_SUCCESS
 
 
 def hbDSPGetErrorDesc(code: int) -> str:

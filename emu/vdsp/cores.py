@@ -17,6 +17,7 @@ from typing import Any
 
 from emu.errors import DspError
 from emu.mem.ddr import Ddr
+from emu.mem.pool import CmaPool
 from emu.soc.clock import Clock
 from emu.soc.component import Component
 from emu.soc.config import VdspConfig
@@ -33,12 +34,14 @@ class VdspCore(Component):
 
     def __init__(
         self, index: int, parent: Component, env: Sim, cfg: VdspConfig, clock: Clock, ddr: Ddr,
-        recorder: TraceRecorder,
+        pool: CmaPool, recorder: TraceRecorder,
     ) -> None:
         super().__init__(f"core{index}", parent)
         self.index = index
         self.cfg = cfg
         self.clock = clock
+        self.pool = pool
+        """The shared memory pool, where operators find buffers an argument block points at."""
         self.online = True
         self.ctx = isa.make_context(cfg.tcm.banks * cfg.tcm.bank_bytes, cfg.tcm.bank_bytes,
                                     cfg.tcm.sub_banks, cfg.tcm.sub_bank_width_bytes)
@@ -80,7 +83,7 @@ class VdspCores(CoreGroup):
 
     def __init__(
         self, name: str, parent: Component | None, env: Sim, cfg: VdspConfig, ddr: Ddr,
-        recorder: TraceRecorder,
+        pool: CmaPool, recorder: TraceRecorder,
     ) -> None:
         clock = Clock(f"{name}.clock", cfg.freq_hz)
         super().__init__(name, parent, env, cfg.cores, recorder,
@@ -88,7 +91,8 @@ class VdspCores(CoreGroup):
         self.cfg = cfg
         self.clock = clock
         self.ddr = ddr
-        self.hw = [VdspCore(i, self, env, cfg, clock, ddr, recorder) for i in range(cfg.cores)]
+        self.hw = [VdspCore(i, self, env, cfg, clock, ddr, pool, recorder)
+                   for i in range(cfg.cores)]
 
     def _accepts(self, core: int) -> bool:
         return self.hw[core].online

@@ -1,7 +1,8 @@
 """The iDMA engine of a vDSP core: channels that move descriptors between DDR and TCM.
 
 A descriptor moves `rows` rows of `row_bytes`, each side with its own pitch (a 1-D transfer
-is one row), between a DDR buffer of the CMA pool and the core's TCM. A channel works
+is one row; a source pitch of 0 repeats one row, as image borders need), between a DDR
+buffer of the CMA pool and the core's TCM. A channel works
 through its queue in order: each descriptor pays the fixed descriptor latency (DSP cycles),
 then its bytes flow through the shared DDR, capped at the channel's own bandwidth, and the
 data lands when the last byte has (the copy is real: kernels compute on what arrived). A
@@ -55,6 +56,8 @@ class Descriptor:
         if self.src.in_tcm == self.dst.in_tcm:
             raise DspError(f"iDMA {self.label}: one side must be TCM and the other DDR")
         for side in (self.src, self.dst):
+            if side is self.src and side.pitch == 0:
+                continue  # a source pitch of 0 reads one row again and again
             if side.pitch < self.row_bytes and self.rows > 1:
                 raise DspError(f"iDMA {self.label}: {side.name} pitch {side.pitch} is smaller "
                                f"than a row of {self.row_bytes} B")

@@ -19,17 +19,20 @@ preempted stage returns to the scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import simpy
 
+from emu.mem.pool import PoolBuffer
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp.cores import VdspCore
-from emu.vdsp.idma import Descriptor, IdmaChannel
+from emu.vdsp.idma import Descriptor, Endpoint, IdmaChannel
 from emu.vdsp.tcm import TcmBuffer
 from emu.vdsp.timing import KernelCycles, bank_conflict_cycles
+
+_Work = TypeVar("_Work")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,69 @@ class TilePlan(Protocol):
     def out_bytes(self) -> int: ...
 
     def step(self, k: int, in_buf: TcmBuffer, out_buf: TcmBuffer) -> TileStep: ...
+
+
+@dataclass(frozen=True)
+class Region:
+    """A block one descriptor moves between a DDR buffer and a tile buffer: `rows` rows of
+    `row_bytes`, `ddr_pitch` apart in `ddr` from `ddr_offset`, `tcm_pitch` apart in the tile
+    buffer from `tcm_offset` (relative to the buffer's start). A pitch of 0 repeats one row."""
+
+    ddr: PoolBuffer
+    ddr_offset: int
+    ddr_pitch: int
+    tcm_offset: int
+    tcm_pitch: int
+    rows: int
+    row_bytes: int
+
+    def descriptor(self, label: str, core: VdspCore, buf: TcmBuffer, to_tcm: bool) -> Descriptor:
+        ddr = Endpoint(self.ddr.data, self.ddr_offset, self.ddr_pitch, in_tcm=False,
+                       name=f"DDR buffer {self.ddr.label}")
+        tcm = Endpoint(core.tcm.data, buf.offset + self.tcm_offset, self.tcm_pitch,
+                       in_tcm=True, name=f"TCM {buf.label}")
+        src, dst = (ddr, tcm) if to_tcm else (tcm, ddr)
+        return Descriptor(label, src, dst, self.rows, self.row_bytes)
+
+
+@dataclass(frozen=True)
+class Tile(Generic[_Work]):
+    """One tile of a `TiledPlan`: the regions loaded into its input buffer, what its kernel
+    gets (`work`), and the regions stored from its output buffer."""
+
+    loads: Sequence[Region]
+    work: _Work
+    stores: Sequence[Region]
+
+
+@dataclass(frozen=True)
+class TiledPlan(Generic[_Work]):
+    """The one tile plan of the DSP operators (NN, point cloud, CV): a list of tiles, each
+    with its own regions, computed by `kernel(in_address, out_address, work)` with the
+    addresses of the tile's two TCM buffers. Operators differ only in the tiles they list."""
+
+    core: VdspCore
+    work: Sequence[Tile[_Work]]
+    in_bytes: int
+    out_bytes: int
+    kernel: Callable[[int, int, _Work], KernelCycles]
+
+    @property
+    def tiles(self) -> int:
+        return len(self.work)
+
+    def step(self, k: int, in_buf: TcmBuffer, out_buf: TcmBuffer) -> TileStep:
+        tile = self.work[k]
+
+        def name(kind: str, i: int, n: int) -> str:
+            return f"{kind} {k}" if n == 1 else f"{kind} {k}.{i}"
+
+        loads = [r.descriptor(name("in", i, len(tile.loads)), self.core, in_buf, True)
+                 for i, r in enumerate(tile.loads)]
+        stores = [r.descriptor(name("out", i, len(tile.stores)), self.core, out_buf, False)
+                  for i, r in enumerate(tile.stores)]
+        return TileStep(loads, lambda: self.kernel(in_buf.offset, out_buf.offset, tile.work),
+                        stores)
 
 
 TileRun = Callable[[CoreSlot, int], Generator[simpy.Event, Any, int | None]]

@@ -21,7 +21,7 @@ costs the kernel one memory cycle (at most one per memory op it issues).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -51,10 +51,19 @@ class KernelCycles:
     fdiv_stall_cycles: int
     call_cycles: int
     memory_ops: int
+    earlier_cycles: int = 0
+    """Cycles of kernels the same tile ran before this one (see `then`)."""
 
     @property
     def total(self) -> int:
-        return self.call_cycles + max(self.bundles, self.gather_cycles) + self.fdiv_stall_cycles
+        return (self.earlier_cycles + self.call_cycles + max(self.bundles, self.gather_cycles)
+                + self.fdiv_stall_cycles)
+
+    def then(self, later: KernelCycles) -> KernelCycles:
+        """This kernel call followed by `later` on the same tile: the cycles add up; what
+        bounds the result is what bounds `later`."""
+        return replace(later, earlier_cycles=self.total + later.earlier_cycles,
+                       memory_ops=self.memory_ops + later.memory_ops)
 
     @property
     def bound(self) -> str:

@@ -29,6 +29,7 @@ PC = ["pointcloud", "--model", "pointpillars", "--synthetic", "1", "--points", "
       "--impl", "cpu", "--dump", "{t}/out", "--trace", "{t}/out.json"]
 SCENARIO = ["scenario", "cameras", "--frames", "1", "--trace", "{t}/out.json"]
 DSP = ["dsp", "ping", "--trace", "{t}/out.json"]
+CV = ["dsp", "cv", "threshold", "--trace", "{t}/out.json", "-o", "{t}/out.png"]
 
 
 def _row(argv, needles, marks=()):
@@ -100,6 +101,22 @@ BAD_INPUTS = {
     "shape-of-five-axes": _row([*DSP, "--shape", "1,2,3,4,5"], ["--shape"]),
     "shape-beyond-the-pool": _row(["dsp", "softmax", "--shape", "100000,100000", "--trace",
                                    "{t}/out.json"], ["--shape", "mem.pool_bytes"]),
+    # CV operators: the image, the output file and every operator option.
+    "cv-missing-image": _row([*CV, "--input", "{t}/nothing.png"], ["{t}/nothing.png",
+                                                                   "cannot read"]),
+    "cv-not-an-image": _row([*CV, "--input", "{t}/broken.toml"], ["{t}/broken.toml",
+                                                                  "unknown image type"]),
+    "cv-broken-png": _row([*CV, "--input", "{t}/broken.png"], ["{t}/broken.png", "PNG"]),
+    "cv-output-folder": _row([*CV[:5], "-o", "{t}/empty"], ["-o/--output", "{t}/empty",
+                                                             "folder"]),
+    "cv-unknown-op": _row(["dsp", "cv", "sharpen"], ["OP", "sharpen"]),
+    "cv-no-op": _row(["dsp", "cv", "--json"], ["one operator OP, or --all"]),
+    "cv-nan-option": _row([*CV, "--thresh", "nan"], ["--thresh"]),
+    "cv-bad-choice": _row([*CV, "--type", "otsu"], ["--type", "otsu"]),
+    "cv-unknown-option": _row([*CV, "--ksize", "3"], ["unrecognized", "--ksize"]),
+    "cv-all-with-output": _row(["dsp", "cv", "--all", "-o", "{t}/x.png"], ["--all"]),
+    "cv-options-before-cv": _row(["dsp", "--preset", "j5", "cv"], ["after `cv`"]),
+    "cv-bad-config": _row([*CV, "--set", "vdsp.tcm.bank_bytes=-1"], ["vdsp.tcm.bank_bytes"]),
     "shape-times-rpcs-beyond-the-pool": _row(
         ["dsp", "quantize", "--shape", "512,1024", "--rpcs", "2", "--set",
          "mem.pool_bytes=4MiB"], ["--shape", "--rpcs 2", "mem.pool_bytes"]),
@@ -121,6 +138,7 @@ def tree(tmp_path):
     (tmp_path / "readonly").chmod(0o555)
     (tmp_path / "latin1.toml").write_bytes("[ddr]\n# latence réglée\n".encode("latin-1"))
     (tmp_path / "broken.toml").write_text("[ddr\nlatency_ps = 90\n")
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 30)
     yield tmp_path
     (tmp_path / "readonly").chmod(0o755)
 

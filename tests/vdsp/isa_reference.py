@@ -50,14 +50,123 @@ def fmax(x: np.float32, y: np.float32) -> np.float32:
 
 
 def to_i32(x: float, rounding: str) -> int:
-    """float -> int32 by `rounding` ('trunc' or 'even'), saturating, NaN -> 0."""
+    """float -> int32 by `rounding` ('trunc', 'even' or 'floor'), saturating, NaN -> 0."""
     if math.isnan(x):
         return 0
     if math.isinf(x):
         return 2**31 - 1 if x > 0 else -(2**31)
     # Python's round() of a float rounds half to even.
-    value = math.trunc(x) if rounding == "trunc" else round(x)
+    if rounding == "floor":
+        value = math.floor(x)
+    else:
+        value = math.trunc(x) if rounding == "trunc" else round(x)
     return min(max(value, -(2**31)), 2**31 - 1)
+
+
+def saturate(value: int, low: int, high: int) -> int:
+    return min(max(value, low), high)
+
+
+def srar(x: int, count: int) -> int:
+    """Rounding arithmetic shift right, exact: (x + 2**(count - 1)) >> count; x for count 0."""
+    return x if count == 0 else (x + (1 << (count - 1))) >> count
+
+
+# Whole-vector references of the ops for computer-vision kernels: vectors come in as lists
+# of Python numbers (lane 0 first) and go out as lists (or one number for a reduction).
+
+
+def absdiff(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    return [abs(x - y) for x, y in zip(a, b, strict=True)]
+
+
+def avg_round(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    return [(x + y + 1) // 2 for x, y in zip(a, b, strict=True)]
+
+
+def add_saturating(a: Sequence[int], b: Sequence[int], low: int, high: int) -> list[int]:
+    return [saturate(x + y, low, high) for x, y in zip(a, b, strict=True)]
+
+
+def sub_saturating(a: Sequence[int], b: Sequence[int], low: int, high: int) -> list[int]:
+    return [saturate(x - y, low, high) for x, y in zip(a, b, strict=True)]
+
+
+def abs_wrapping(a: Sequence[int], bits: int) -> list[int]:
+    return [wrap(abs(x), bits) for x in a]
+
+
+def mul_widening(a: Sequence[int], b: Sequence[int], a_first: int, b_first: int, lanes: int,
+                 bits: int) -> list[int]:
+    """a[a_first + i] * b[b_first + i] for i < lanes, wrapped to `bits`."""
+    return [wrap(a[a_first + i] * b[b_first + i], bits) for i in range(lanes)]
+
+
+def mul_accumulate(acc: Sequence[int], a: Sequence[int], b: Sequence[int], a_first: int,
+                   b_first: int, bits: int) -> list[int]:
+    """acc[i] + a[a_first + i] * b[b_first + i], wrapped to `bits`."""
+    return [wrap(acc[i] + a[a_first + i] * b[b_first + i], bits) for i in range(len(acc))]
+
+
+def mul_accumulate_f32(acc: Sequence[float], a: Sequence[float], b: Sequence[float]
+                       ) -> list[np.float32]:
+    """acc + a * b with the product rounded to float32 before the sum (not fused)."""
+    return [f32(f32(z) + f32(f32(x) * f32(y))) for z, x, y in zip(acc, a, b, strict=True)]
+
+
+def fused_multiply_add_f32(acc: Sequence[float], a: Sequence[float], b: Sequence[float]
+                           ) -> list[np.float32]:
+    """acc + a * b computed exactly (fractions) and rounded once to the nearest float32,
+    ties to the even significand; infinities and NaN as IEEE arithmetic gives them."""
+    from fractions import Fraction
+
+    out = []
+    for z, x, y in zip(acc, a, b, strict=True):
+        x32, y32, z32 = f32(x), f32(y), f32(z)
+        if not all(math.isfinite(v) for v in (x32, y32, z32)):
+            out.append(f32(np.float64(z32) + np.float64(x32) * np.float64(y32)))
+            continue
+        exact = Fraction(float(z32)) + Fraction(float(x32)) * Fraction(float(y32))
+        guess = f32(float(exact))
+        candidates = [guess, np.nextafter(guess, f32(np.inf)), np.nextafter(guess, f32(-np.inf))]
+        finite = [c for c in candidates if math.isfinite(c)]
+        best = min(finite, key=lambda c: (abs(Fraction(float(c)) - exact),
+                                          int(np.array(c, np.float32).view(np.int32)) & 1))
+        if abs(exact) >= Fraction(float(np.finfo(np.float32).max)) + Fraction(2) ** 103:
+            best = f32(math.copysign(math.inf, exact))
+        out.append(best)
+    return out
+
+
+def shift_rounding(a: Sequence[int], count: int) -> list[int]:
+    return [srar(x, count) for x in a]
+
+
+def pack_rounding(a: Sequence[int], b: Sequence[int], count: int, low: int, high: int
+                  ) -> list[int]:
+    return [saturate(srar(x, count), low, high) for x in list(a) + list(b)]
+
+
+def shuffle(table: Sequence[int], idx: Sequence[int]) -> list[int]:
+    return [table[i % 64] for i in idx]
+
+
+def select2(a: Sequence[int], b: Sequence[int], idx: Sequence[int]) -> list[int]:
+    both = list(a) + list(b)
+    return [both[i % 128] for i in idx]
+
+
+def interleave(a: Sequence[int], b: Sequence[int], half: int) -> list[int]:
+    """Lanes of the low (half 0) or high (half 1) halves of a and b, alternating, a's first."""
+    n = len(a) // 2
+    out: list[int] = []
+    for x, y in zip(a[half * n : (half + 1) * n], b[half * n : (half + 1) * n], strict=True):
+        out += [x, y]
+    return out
+
+
+def deinterleave(a: Sequence[int], b: Sequence[int], odd: int) -> list[int]:
+    return list(a[odd::2]) + list(b[odd::2])
 
 
 def tree_sum_f32(values: Sequence[float]) -> np.float32:

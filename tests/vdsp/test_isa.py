@@ -1105,6 +1105,279 @@ def test_pillar_index_kernel_matches_numpy():
     assert ctx.fault[0] == isa.FAULT_NONE
 
 
+# --- ops for computer-vision kernels -------------------------------------------------------
+# One table: (op, the kinds of its arguments, a whole-vector reference on lists of Python
+# numbers, the result's lane type (None for a scalar), counter, ticks).
+
+def _lanes2(f: Callable[[Any, Any], Any]) -> Callable[[list[Any], list[Any]], list[Any]]:
+    return lambda a, b: [f(x, y) for x, y in zip(a, b, strict=True)]
+
+
+CV_OPS: list[tuple[Callable[..., Any], tuple[str, ...], Callable[..., Any], Any, str, int]] = [
+    (isa.min_u8, ("u8", "u8"), _lanes2(min), np.uint8, "alu", 1),
+    (isa.max_u8, ("u8", "u8"), _lanes2(max), np.uint8, "alu", 1),
+    (isa.absdiff_u8, ("u8", "u8"), ref.absdiff, np.uint8, "alu", 1),
+    (isa.avg_u8, ("u8", "u8"), ref.avg_round, np.uint8, "alu", 1),
+    (isa.adds_u8, ("u8", "u8"), lambda a, b: ref.add_saturating(a, b, 0, 255), np.uint8, "alu",
+     1),
+    (isa.subs_u8, ("u8", "u8"), lambda a, b: ref.sub_saturating(a, b, 0, 255), np.uint8, "alu",
+     1),
+    (isa.lt_u8, ("u8", "u8"), _lanes2(lambda x, y: x < y), np.bool_, "alu", 1),
+    (isa.le_u8, ("u8", "u8"), _lanes2(lambda x, y: x <= y), np.bool_, "alu", 1),
+    (isa.eq_u8, ("u8", "u8"), _lanes2(lambda x, y: x == y), np.bool_, "alu", 1),
+    (isa.splat_u8, ("byte",), lambda x: [x] * 64, np.uint8, "alu", 1),
+    (isa.min_u16, ("u16", "u16"), _lanes2(min), np.uint16, "alu", 1),
+    (isa.max_u16, ("u16", "u16"), _lanes2(max), np.uint16, "alu", 1),
+    (isa.lt_u16, ("u16", "u16"), _lanes2(lambda x, y: x < y), np.bool_, "alu", 1),
+    (isa.abs_i16, ("i16",), lambda a: ref.abs_wrapping(a, 16), np.int16, "alu", 1),
+    (isa.adds_i16, ("i16", "i16"), lambda a, b: ref.add_saturating(a, b, -32768, 32767),
+     np.int16, "alu", 1),
+    (isa.subs_i16, ("i16", "i16"), lambda a, b: ref.sub_saturating(a, b, -32768, 32767),
+     np.int16, "alu", 1),
+    (isa.and_i16, ("i16", "i16"), _lanes2(lambda x, y: x & y), np.int16, "alu", 1),
+    (isa.or_i16, ("i16", "i16"), _lanes2(lambda x, y: x | y), np.int16, "alu", 1),
+    (isa.xor_i16, ("i16", "i16"), _lanes2(lambda x, y: x ^ y), np.int16, "alu", 1),
+    (isa.abs_i32, ("i32",), lambda a: ref.abs_wrapping(a, 32), np.int32, "alu", 1),
+    (isa.and_i32, ("i32", "i32"), _lanes2(lambda x, y: x & y), np.int32, "alu", 1),
+    (isa.or_i32, ("i32", "i32"), _lanes2(lambda x, y: x | y), np.int32, "alu", 1),
+    (isa.xor_i32, ("i32", "i32"), _lanes2(lambda x, y: x ^ y), np.int32, "alu", 1),
+    (isa.mul_lo_u8_i16, ("u8", "i16"), lambda a, b: ref.mul_widening(a, b, 0, 0, 32, 16),
+     np.int16, "mul", 1),
+    (isa.mul_hi_u8_i16, ("u8", "i16"), lambda a, b: ref.mul_widening(a, b, 32, 0, 32, 16),
+     np.int16, "mul", 1),
+    (isa.mula_lo_u8_i16, ("i16", "u8", "i16"),
+     lambda acc, a, b: ref.mul_accumulate(acc, a, b, 0, 0, 16), np.int16, "mul", 1),
+    (isa.mula_hi_u8_i16, ("i16", "u8", "i16"),
+     lambda acc, a, b: ref.mul_accumulate(acc, a, b, 32, 0, 16), np.int16, "mul", 1),
+    (isa.mula_i16, ("i16", "i16", "i16"),
+     lambda acc, a, b: ref.mul_accumulate(acc, a, b, 0, 0, 16), np.int16, "mul", 1),
+    (isa.mul_lo_i16_i32, ("i16", "i16"), lambda a, b: ref.mul_widening(a, b, 0, 0, 16, 32),
+     np.int32, "mul", 1),
+    (isa.mul_hi_i16_i32, ("i16", "i16"), lambda a, b: ref.mul_widening(a, b, 16, 16, 16, 32),
+     np.int32, "mul", 1),
+    (isa.mula_lo_i16_i32, ("i32", "i16", "i16"),
+     lambda acc, a, b: ref.mul_accumulate(acc, a, b, 0, 0, 32), np.int32, "mul", 1),
+    (isa.mula_hi_i16_i32, ("i32", "i16", "i16"),
+     lambda acc, a, b: ref.mul_accumulate(acc, a, b, 16, 16, 32), np.int32, "mul", 1),
+    (isa.mula_i32, ("i32", "i32", "i32"),
+     lambda acc, a, b: ref.mul_accumulate(acc, a, b, 0, 0, 32), np.int32, "mul", 1),
+    (isa.mula_f32, ("f32", "f32", "f32"), ref.mul_accumulate_f32, np.float32, "mul", 1),
+    (isa.fma_f32, ("f32", "f32", "f32"), ref.fused_multiply_add_f32, np.float32, "mul", 1),
+    (isa.srar_i16, ("i16", "count"), ref.shift_rounding, np.int16, "alu", 1),
+    (isa.srar_i32, ("i32", "count"), ref.shift_rounding, np.int32, "alu", 1),
+    (isa.packr_i32_i16, ("i32", "i32", "count"),
+     lambda a, b, k: ref.pack_rounding(a, b, k, -32768, 32767), np.int16, "cvt", 1),
+    (isa.packr_i16_u8, ("i16", "i16", "count"),
+     lambda a, b, k: ref.pack_rounding(a, b, k, 0, 255), np.uint8, "cvt", 1),
+    (isa.unpack_lo_u16_i32, ("u16",), lambda a: a[:16], np.int32, "cvt", 1),
+    (isa.unpack_hi_u16_i32, ("u16",), lambda a: a[16:], np.int32, "cvt", 1),
+    (isa.shfl_u8, ("u8", "idx"), ref.shuffle, np.uint8, "alu", 1),
+    (isa.sel_u8, ("u8", "u8", "idx"), ref.select2, np.uint8, "alu", 1),
+    (isa.interleave_lo_u8, ("u8", "u8"), lambda a, b: ref.interleave(a, b, 0), np.uint8, "alu",
+     1),
+    (isa.interleave_hi_u8, ("u8", "u8"), lambda a, b: ref.interleave(a, b, 1), np.uint8, "alu",
+     1),
+    (isa.interleave_lo_i16, ("i16", "i16"), lambda a, b: ref.interleave(a, b, 0), np.int16,
+     "alu", 1),
+    (isa.interleave_hi_i16, ("i16", "i16"), lambda a, b: ref.interleave(a, b, 1), np.int16,
+     "alu", 1),
+    (isa.deinterleave_even_u8, ("u8", "u8"), lambda a, b: ref.deinterleave(a, b, 0), np.uint8,
+     "alu", 1),
+    (isa.deinterleave_odd_u8, ("u8", "u8"), lambda a, b: ref.deinterleave(a, b, 1), np.uint8,
+     "alu", 1),
+    (isa.radd_i16, ("i16",), lambda a: ref.wrap(sum(a), 32), None, "alu", 5),
+    (isa.rmin_u8, ("u8",), min, None, "alu", 6),
+    (isa.rmax_u8, ("u8",), max, None, "alu", 6),
+    (isa.rmin_i32, ("i32",), min, None, "alu", 4),
+    (isa.floor_f32_i32, ("f32",), lambda a: [ref.to_i32(x, "floor") for x in a], np.int32,
+     "cvt", 2),
+]
+
+CV_KINDS: dict[str, tuple[Any, list[Any]]] = {  # kind: (lane type, edge values)
+    "u8": (np.uint8, [0, 1, 2, 127, 128, 129, 254, 255]),
+    "idx": (np.uint8, [0, 1, 63, 64, 65, 127, 128, 191, 255]),
+    "u16": (np.uint16, [0, 1, 255, 32767, 32768, 65534, 65535]),
+    "i16": (np.int16, [0, 1, -1, 2, -32768, 32767, -32767, 32766, 255, -256, 12345]),
+    "i32": (np.int32, [0, 1, -1, 2, I32_MIN, I32_MAX, I32_MIN + 1, I32_MAX - 1, 65536, -65537,
+                       46341, 32767, -32768]),
+    "f32": (np.float32, SPECIAL_F32),
+}
+CV_COUNTS = [0, 1, 2, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 100]
+
+
+def cv_inputs(kinds: tuple[str, ...], seed: int) -> list[tuple[Any, ...]]:
+    """Argument tuples for an op: edge values of each vector argument in a mixed-radix
+    pattern (so that the first two meet in every pair), then random ones; a count argument
+    takes each of CV_COUNTS."""
+    rng = np.random.default_rng(seed)
+    if kinds == ("byte",):
+        return [(x,) for x in (0, 1, 127, 128, 255)]
+    vector_sets: list[list[np.ndarray]] = []
+    for block in range(3):
+        vectors, radix = [], 1
+        for kind in kinds:
+            if kind == "count":
+                continue
+            dtype, edges = CV_KINDS[kind]
+            lanes = 64 // np.dtype(dtype).itemsize
+            pattern = [edges[((block * 64 + i) // radix) % len(edges)] for i in range(lanes)]
+            vectors.append(np.array(pattern, dtype))
+            radix *= len(edges)
+        vector_sets.append(vectors)
+    for _ in range(4):
+        vectors = []
+        for kind in kinds:
+            if kind == "count":
+                continue
+            dtype = CV_KINDS[kind][0]
+            lanes = 64 // np.dtype(dtype).itemsize
+            if dtype == np.float32:
+                vectors.append((rng.standard_normal(lanes) * 1e3).astype(np.float32))
+            else:
+                info = np.iinfo(dtype)
+                vectors.append(rng.integers(info.min, info.max, lanes, endpoint=True)
+                               .astype(dtype))
+        vector_sets.append(vectors)
+    if "count" not in kinds:
+        return [tuple(v) for v in vector_sets]
+    return [(*v, count) for v in vector_sets for count in CV_COUNTS]
+
+
+def assert_same_result(actual: Any, expected: Any, result: Any) -> None:
+    if result is None:
+        assert actual == expected
+    elif result == np.float32:
+        assert_same_f32(actual, expected)
+    else:
+        assert actual.dtype == result
+        assert actual.tolist() == list(expected)
+
+
+def _cv_id(value: Any) -> str:
+    return getattr(value, "__name__", "")
+
+
+@pytest.mark.parametrize(("op", "kinds", "reference", "result", "counter", "ticks"), CV_OPS,
+                         ids=_cv_id)
+def test_cv_op_matches_reference_and_counts(op, kinds, reference, result, counter, ticks):
+    ctx = j5()
+    for args in cv_inputs(kinds, seed=len(op.__name__)):
+        out, counts = counted(ctx, op, *args)
+        lists = [a.tolist() if isinstance(a, np.ndarray) else a for a in args]
+        assert_same_result(out, reference(*lists), result)
+        assert counts == {counter: ticks}
+
+
+@pytest.mark.parametrize(("op", "kinds", "reference", "result", "counter", "ticks"), CV_OPS,
+                         ids=_cv_id)
+def test_cv_op_rejects_vectors_of_the_wrong_lane_count(op, kinds, reference, result, counter,
+                                                       ticks):
+    args = cv_inputs(kinds, seed=1)[0]
+    for k, arg in enumerate(args):
+        if isinstance(arg, np.ndarray):
+            short = list(args)
+            short[k] = arg[: arg.size // 2].copy()
+            with pytest.raises(ValueError, match="wrong number of lanes"):
+                op(j5(), *short)
+    if "count" in kinds:
+        with pytest.raises(ValueError, match="negative"):
+            op(j5(), *args[:-1], -1)
+
+
+@pytest.mark.parametrize(("op", "kinds", "reference", "result", "counter", "ticks"),
+                         [row for row in CV_OPS if row[3] is not None], ids=_cv_id)
+def test_cv_op_may_write_over_any_input_of_its_result_type(op, kinds, reference, result,
+                                                           counter, ticks):
+    for args in cv_inputs(kinds, seed=2)[:4]:
+        expected = op(j5(), *args)
+        for k, arg in enumerate(args):
+            if (isinstance(arg, np.ndarray) and arg.dtype == expected.dtype
+                    and arg.size == expected.size):
+                aliased = list(args)
+                aliased[k] = arg.copy()
+                given_back = op(j5(), *aliased, aliased[k])
+                assert given_back is aliased[k]
+                assert given_back.tobytes() == expected.tobytes(), k
+
+
+def test_fma_rounds_once_where_the_unfused_op_rounds_twice():
+    ctx = j5()
+    # (1 + 2**-12)**2 = 1 + 2**-11 + 2**-24: the product alone rounds to 1 + 2**-11, and then
+    # -1 - 2**-11 leaves 0; fused, the 2**-24 survives.
+    x = np.full(16, 1 + 2**-12, np.float32)
+    acc = np.full(16, -(1 + 2**-11), np.float32)
+    assert isa.mula_f32(ctx, acc, x, x).tolist() == [0.0] * 16
+    assert isa.fma_f32(ctx, acc, x, x).tolist() == [2**-24] * 16
+    # A sum the float64 addition lands exactly halfway between two float32: the true value
+    # 1 + 3 * 2**-24 - 2**-64 is just below it, so it rounds down, where rounding the float64
+    # sum (ties to even) would go up to 1 + 2**-22.
+    x = np.full(16, 2**-12 * (1 + 2**-20), np.float32)
+    y = np.full(16, 2**-12 * (1 - 2**-20), np.float32)
+    acc = np.full(16, 1 + 2**-23, np.float32)
+    assert isa.fma_f32(ctx, acc, x, y).tolist() == [1 + 2**-23] * 16
+    # and 1 + 2**-24 + 2**-64 is just above the midpoint of 1 and 1 + 2**-23: up, where ties
+    # to even would give 1.
+    assert isa.fma_f32(ctx, acc, x, -y).tolist() == [1 + 2**-23] * 16
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        a, b, c = (rng.standard_normal(16).astype(np.float32) for _ in range(3))
+        assert isa.fma_f32(ctx, c, a, b).tolist() == ref.fused_multiply_add_f32(c, a, b)
+
+
+def test_cv_ops_by_hand():
+    ctx = j5()
+    u8 = np.zeros(64, np.uint8)
+    u8[:4] = [10, 200, 255, 0]
+    v8 = np.zeros(64, np.uint8)
+    v8[:4] = [20, 100, 1, 255]
+    assert isa.absdiff_u8(ctx, u8, v8)[:4].tolist() == [10, 100, 254, 255]
+    assert isa.avg_u8(ctx, u8, v8)[:4].tolist() == [15, 150, 128, 128]
+    assert isa.adds_u8(ctx, u8, v8)[:4].tolist() == [30, 255, 255, 255]
+    assert isa.subs_u8(ctx, u8, v8)[:4].tolist() == [0, 100, 254, 0]
+    h = np.array([5, -5, 6, -6, 7, -7, 32767, -32768] * 4, np.int16)
+    assert isa.srar_i16(ctx, h, 1)[:8].tolist() == [3, -2, 3, -3, 4, -3, 16384, -16384]
+    assert isa.srar_i16(ctx, h, 0).tolist() == h.tolist()
+    assert isa.srar_i16(ctx, h, 16).tolist() == [0] * 32
+    w = np.array([I32_MAX, I32_MIN, 3, -3] * 4, np.int32)
+    assert isa.srar_i32(ctx, w, 1)[:4].tolist() == [2**30, -(2**30), 2, -1]
+    assert isa.packr_i32_i16(ctx, w, w, 2)[:4].tolist() == [32767, -32768, 1, -1]
+    assert isa.packr_i16_u8(ctx, h, h, 1)[:8].tolist() == [3, 0, 3, 0, 4, 0, 255, 0]
+    assert isa.abs_i16(ctx, h)[6:8].tolist() == [32767, -32768]
+    assert isa.radd_i16(ctx, np.full(32, -32768, np.int16)) == -32768 * 32
+    assert isa.rmin_u8(ctx, u8) == 0 and isa.rmax_u8(ctx, u8) == 255
+    # 8-bit pixel times 16-bit coefficient, accumulated in 16 bits, wraps.
+    coef = np.full(32, 300, np.int16)
+    assert isa.mul_lo_u8_i16(ctx, u8, coef)[:3].tolist() == [3000, 60000 - 65536, 76500 - 65536]
+    acc = np.full(32, 30000, np.int16)
+    assert isa.mula_lo_u8_i16(ctx, acc, u8, coef)[0] == ref.wrap(33000, 16)
+    assert isa.mul_hi_i16_i32(ctx, h, h)[6:8].tolist() == [32767**2, 2**30]
+    # Not fused: (1 + 2**-12)**2 = 1 + 2**-11 + 2**-24 rounds to 1 + 2**-11 first.
+    a = np.full(16, 1 + 2**-12, np.float32)
+    minus = np.full(16, -(1 + 2**-11), np.float32)
+    assert isa.mula_f32(ctx, minus, a, a).tolist() == [0.0] * 16
+    table = np.arange(64, dtype=np.uint8)[::-1].copy()
+    idx = np.array([0, 63, 64, 255] * 16, np.uint8)
+    assert isa.shfl_u8(ctx, table, idx)[:4].tolist() == [63, 0, 63, 0]
+    low, high = np.arange(64, dtype=np.uint8), np.arange(64, 128, dtype=np.uint8)
+    assert isa.sel_u8(ctx, low, high, idx)[:4].tolist() == [0, 63, 64, 127]
+    assert isa.interleave_lo_u8(ctx, low, high)[:4].tolist() == [0, 64, 1, 65]
+    assert isa.interleave_hi_u8(ctx, low, high)[:4].tolist() == [32, 96, 33, 97]
+    assert isa.deinterleave_even_u8(ctx, low, high)[30:34].tolist() == [60, 62, 64, 66]
+    assert isa.deinterleave_odd_u8(ctx, low, high)[:2].tolist() == [1, 3]
+    f = np.array([-0.5, 2.5, -2.5, NAN, INF, -INF, 3e9, -3e9] * 2, np.float32)
+    assert isa.floor_f32_i32(ctx, f)[:8].tolist() == [-1, 2, -3, 0, I32_MAX, I32_MIN, I32_MAX,
+                                                      I32_MIN]
+
+
+def test_interleaves_and_deinterleaves_undo_each_other():
+    ctx = j5()
+    rng = np.random.default_rng(21)
+    a, b = (rng.integers(0, 256, 64).astype(np.uint8) for _ in "ab")
+    lo, hi = isa.interleave_lo_u8(ctx, a, b), isa.interleave_hi_u8(ctx, a, b)
+    assert isa.deinterleave_even_u8(ctx, lo, hi).tolist() == a.tolist()
+    assert isa.deinterleave_odd_u8(ctx, lo, hi).tolist() == b.tolist()
+
+
 # --- destination registers -----------------------------------------------------------------
 
 
@@ -1153,6 +1426,9 @@ def _destination_cases() -> list[tuple[Callable[..., Any], tuple[Any, ...]]]:
         cases.append((op, (i32, j32)))
     for op in (isa.lt_i16, isa.le_i16, isa.eq_i16, isa.ltu_i16):
         cases.append((op, (i16, j16)))
+    for op, kinds, _, result, _, _ in CV_OPS:
+        if result is not None:
+            cases.append((op, cv_inputs(kinds, seed=11)[-1]))
     return cases
 
 

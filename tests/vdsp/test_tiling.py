@@ -8,7 +8,7 @@ from emu.soc.config import load_config
 from emu.soc.sched import Stage, Task
 from emu.vdsp import isa
 from emu.vdsp.idma import Endpoint, linear
-from emu.vdsp.tiling import TileStep, resumable, stream
+from emu.vdsp.tiling import Region, Tile, TiledPlan, TileStep, resumable, stream
 
 
 @njit
@@ -16,6 +16,12 @@ def add_one(ctx, src, dst, count):
     for at in range(0, count, 16):
         v = isa.load_i32(ctx, src + 4 * at)
         isa.store(ctx, isa.add_i32(ctx, v, isa.splat_i32(ctx, 1)), dst + 4 * at)
+
+
+@njit
+def fill_i32(ctx, dst, count, value):
+    for at in range(0, count, 16):
+        isa.store(ctx, isa.splat_i32(ctx, value), dst + 4 * at)
 
 
 @dataclass
@@ -114,3 +120,62 @@ def test_a_preemptor_takes_the_core_between_tiles_and_the_stream_resumes():
     assert low.preemptions == 1
     assert low.started_ps < high.started_ps < high.finished_ps < low.finished_ps
     assert (plan.out.data.view(np.int32) == np.arange(plan.count) + 1).all()
+
+
+def test_a_tiled_plan_moves_its_regions_and_computes_every_tile():
+    # A 12 x 40 int32 image in DDR (rows 160 B apart); tile buffers hold rows of 16 int32
+    # (64 B apart). Tiles: two 2-D loads side by side and two stores; one wide block; a
+    # tile without loads that fills its output; one load stored as three pieces.
+    soc, core, _ = _setup()
+    rows, cols, row = 12, 40, 160
+    inp = soc.pool.alloc(4 * rows * cols, cached=False)
+    out = soc.pool.alloc(4 * rows * cols, cached=False)
+    image = np.arange(rows * cols, dtype=np.int32).reshape(rows, cols) * 7 - 1000
+    inp.data.view(np.int32)[:] = image.ravel()
+    out.data.view(np.int32)[:] = -1
+
+    def block(buf, r, c, tcm_offset, nrows, ncols):
+        return Region(buf, r * row + 4 * c, row, tcm_offset, 64, nrows, 4 * ncols)
+
+    work = [
+        Tile([block(inp, 0, 0, 0, 4, 8), block(inp, 0, 20, 32, 4, 8)], ("add", 64),
+             [block(out, 0, 0, 0, 4, 8), block(out, 0, 20, 32, 4, 8)]),
+        Tile([block(inp, 4, 8, 0, 4, 16)], ("add", 64), [block(out, 4, 8, 0, 4, 16)]),
+        Tile([], ("fill", 32), [block(out, 8, 0, 0, 2, 16)]),
+        Tile([block(inp, 10, 30, 0, 2, 10)], ("add", 32),
+             [block(out, 10, 30, 0, 1, 10), Region(out, 11 * row + 4 * 30, 0, 64, 0, 1, 20),
+              Region(out, 11 * row + 4 * 35, 0, 84, 0, 1, 20)]),
+    ]
+
+    def kernel(src, dst, tile_work):
+        kind, count = tile_work
+        if kind == "fill":
+            return core.compute(fill_i32, dst, count, 77)
+        return core.compute(add_one, src, dst, count)
+
+    plan = TiledPlan(core, work, 256, 256, kernel)
+    assert plan.tiles == 4
+    soc.vdsp.submit(_task(core, plan))
+    soc.run()
+
+    want = np.full((rows, cols), -1, dtype=np.int32)
+    want[0:4, 0:8] = image[0:4, 0:8] + 1
+    want[0:4, 20:28] = image[0:4, 20:28] + 1
+    want[4:8, 8:24] = image[4:8, 8:24] + 1
+    want[8:10, 0:16] = 77
+    want[10:12, 30:40] = image[10:12, 30:40] + 1
+    np.testing.assert_array_equal(out.data.view(np.int32).reshape(rows, cols), want)
+    assert core.tcm.free_bytes(0) == core.tcm.usable_bytes  # buffers released
+
+    channels = {ch.track.index: ch for ch in core.load_channels + core.store_channels}
+    moved = [(s.name, dict(s.args)["bytes"]) for s in soc.recorder.recording.slices
+             if s.track in channels]
+    assert sorted(moved) == sorted([
+        ("in 0.0", 128), ("in 0.1", 128), ("out 0.0", 128), ("out 0.1", 128),
+        ("in 1", 256), ("out 1", 256),
+        ("out 2", 128),
+        ("in 3", 80), ("out 3.0", 40), ("out 3.1", 20), ("out 3.2", 20),
+    ])
+    loaded = sum(ch.counters.get("bytes_in", 0) for ch in core.load_channels)
+    stored = sum(ch.counters.get("bytes_out", 0) for ch in core.store_channels)
+    assert (loaded, stored) == (592, 720)

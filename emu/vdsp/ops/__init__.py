@@ -91,4 +91,17 @@ def operators() -> list[Operator]:
 def _load_builtins() -> None:
     # Importing the modules registers their operators; done on first lookup, not on import
     # of this package, so that listing commands stays cheap.
-    from emu.vdsp.ops import framework, nn, pointcloud  # noqa: F401
+    from emu.vdsp.ops import (  # noqa: F401
+        cv_bilateral,
+        cv_color,
+        cv_features,
+        cv_filters,
+        cv_geometry,
+        cv_pixel,
+        cv_rank,
+        cv_stats,
+        cv_warp,
+        framework,
+        nn,
+        pointcloud,
+    )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,6 @@ from emu.mem.pool import PoolBuffer
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.cores import VdspCore
-from emu.vdsp.idma import Descriptor, Endpoint, linear
 from emu.vdsp.ops import Operator, nn_kernels, register
 from emu.vdsp.ops.tensor_args import (
     MODE_NONE,
@@ -38,8 +36,8 @@ from emu.vdsp.ops.tensor_args import (
     TensorArgs,
     parse,
 )
-from emu.vdsp.tcm import VECTOR_ALIGN_BYTES, TcmBuffer
-from emu.vdsp.tiling import TileStep, resumable, stream
+from emu.vdsp.tcm import VECTOR_ALIGN_BYTES
+from emu.vdsp.tiling import Region, Tile, TiledPlan, resumable, stream
 
 CMD_SOFTMAX = 0x400
 CMD_QUANTIZE = 0x401
@@ -50,14 +48,6 @@ MAX_PARAM_PERIOD = 4096
 # Rows of softmax up to this length are done 16 at a time, one row per lane.
 SOFTMAX_ROWS_ACROSS_LANES_MAX = 512
 _LANES = nn_kernels.LANES
-
-
-def _ddr(buf: PoolBuffer, offset: int, pitch: int = 0) -> Endpoint:
-    return Endpoint(buf.data, offset, pitch, in_tcm=False, name=f"DDR buffer {buf.label}")
-
-
-def _tcm(core: VdspCore, buf: TcmBuffer, pitch: int = 0) -> Endpoint:
-    return Endpoint(core.tcm.data, buf.offset, pitch, in_tcm=True, name=f"TCM {buf.label}")
 
 
 def _round_up(value: int, step: int) -> int:
@@ -96,41 +86,17 @@ def _param_table(args: TensorArgs, what: str, dequantize: bool) -> tuple[np.ndar
     return scale[channel], zero[channel], period
 
 
-@dataclass
-class _ElementwisePlan:
-    """Tiles of `tile` elements through TCM, same element positions in and out."""
-
-    core: VdspCore
-    inp: PoolBuffer
-    out: PoolBuffer
-    args: TensorArgs
-    tile: int
-    in_size: int
-    out_size: int
-    kernel: Callable[[int, int, int, int], timing.KernelCycles]
-
-    @property
-    def tiles(self) -> int:
-        return -(-self.args.elements // self.tile)
-
-    @property
-    def in_bytes(self) -> int:
-        return self.tile * self.in_size
-
-    @property
-    def out_bytes(self) -> int:
-        return self.tile * self.out_size
-
-    def step(self, k: int, in_buf: TcmBuffer, out_buf: TcmBuffer) -> TileStep:
-        first = k * self.tile
-        count = min(self.tile, self.args.elements - first)
-        src = self.args.data_offset + first * self.in_size
-        load = linear(f"in {k}", _ddr(self.inp, src), _tcm(self.core, in_buf),
-                      count * self.in_size)
-        store = linear(f"out {k}", _tcm(self.core, out_buf), _ddr(self.out, first * self.out_size),
-                       count * self.out_size)
-        return TileStep([load], lambda: self.kernel(in_buf.offset, out_buf.offset, count, first),
-                        [store])
+def _elementwise_tiles(inp: PoolBuffer, out: PoolBuffer, args: TensorArgs, tile: int,
+                       in_size: int, out_size: int) -> list[Tile[tuple[int, int]]]:
+    """Tiles of `tile` elements through TCM, same element positions in and out; each tile's
+    work is its element count and the index of its first element."""
+    tiles = []
+    for first in range(0, args.elements, tile):
+        count = min(tile, args.elements - first)
+        load = Region(inp, args.data_offset + first * in_size, 0, 0, 0, 1, count * in_size)
+        store = Region(out, first * out_size, 0, 0, 0, 1, count * out_size)
+        tiles.append(Tile([load], (count, first), [store]))
+    return tiles
 
 
 def _elementwise_tile(core: VdspCore, args: TensorArgs, bytes_per_element: int, what: str) -> int:
@@ -178,7 +144,8 @@ def _quantization(dequantize: bool) -> Callable[..., Generator[simpy.Event, Any,
                 yield slot.env.timeout(core.clock.cycles_to_ps(setup))
                 tile = _elementwise_tile(core, args, in_size + out_size, what)
 
-                def kernel(src: int, dst: int, count: int, at: int) -> timing.KernelCycles:
+                def kernel(src: int, dst: int, work: tuple[int, int]) -> timing.KernelCycles:
+                    count, at = work
                     phase = at % period
                     if dequantize:
                         return core.compute(nn_kernels.dequantize_tile, src, dst, count,
@@ -186,7 +153,8 @@ def _quantization(dequantize: bool) -> Callable[..., Generator[simpy.Event, Any,
                     return core.compute(nn_kernels.quantize_tile, src, dst, count, table.offset,
                                         zp_at, period, phase, args.mode == MODE_SCALE, unsigned)
 
-                plan = _ElementwisePlan(core, inp, out, args, tile, in_size, out_size, kernel)
+                plan = TiledPlan(core, _elementwise_tiles(inp, out, args, tile, in_size, out_size),
+                                 tile * in_size, tile * out_size, kernel)
                 return (yield from stream(core, slot, plan, what, first=first))
             finally:
                 core.tcm.free(table)
@@ -199,74 +167,41 @@ def _quantization(dequantize: bool) -> Callable[..., Generator[simpy.Event, Any,
 # --- softmax ---------------------------------------------------------------------------------
 
 
-@dataclass
-class _SoftmaxPlan:
-    """Softmax tiles: groups of whole softmax vectors, in one of three layouts."""
+def _softmax_tile_bytes(length: int, layout: str) -> int:
+    """Bytes of a softmax tile buffer (input and output alike) for an axis of `length`."""
+    if layout == "rows":
+        return _LANES * 4 * length
+    if layout == "long":
+        return _round_up(4 * length, VECTOR_ALIGN_BYTES)
+    return VECTOR_ALIGN_BYTES * length
 
-    core: VdspCore
-    inp: PoolBuffer
-    out: PoolBuffer
-    args: TensorArgs
-    layout: str  # "rows" (16 rows, one per lane), "long" (one row), "columns" (16 columns)
 
-    def __post_init__(self) -> None:
-        self.outer, self.length, self.inner = self.args.outer_axis_inner()
-        self.blocks = -(-self.inner // _LANES) if self.layout == "columns" else 0
-        self.offsets = (np.arange(_LANES, dtype=np.uint32) * 4 * self.length)
-
-    @property
-    def tiles(self) -> int:
-        rows = self.outer * self.inner
-        if self.layout == "rows":
-            return -(-rows // _LANES)
-        if self.layout == "long":
-            return rows
-        return self.outer * self.blocks
-
-    @property
-    def in_bytes(self) -> int:
-        if self.layout == "rows":
-            return _LANES * 4 * self.length
-        if self.layout == "long":
-            return _round_up(4 * self.length, VECTOR_ALIGN_BYTES)
-        return VECTOR_ALIGN_BYTES * self.length
-
-    @property
-    def out_bytes(self) -> int:
-        return self.in_bytes
-
-    def step(self, k: int, in_buf: TcmBuffer, out_buf: TcmBuffer) -> TileStep:
-        core, start = self.core, self.args.data_offset
-        row_bytes = 4 * self.length
-        if self.layout in ("rows", "long"):
-            per_tile = _LANES if self.layout == "rows" else 1
-            rows = min(per_tile, self.outer * self.inner - k * per_tile)
+def _softmax_tiles(inp: PoolBuffer, out: PoolBuffer, args: TensorArgs,
+                   layout: str) -> list[Tile[None]]:
+    """Softmax tiles: groups of whole softmax vectors, in one of three layouts ("rows": 16
+    rows, one per lane; "long": one row; "columns": 16 columns)."""
+    outer, length, inner = args.outer_axis_inner()
+    start, row_bytes = args.data_offset, 4 * length
+    if layout in ("rows", "long"):
+        per_tile = _LANES if layout == "rows" else 1
+        tiles: list[Tile[None]] = []
+        for k in range(-(-(outer * inner) // per_tile)):
+            rows = min(per_tile, outer * inner - k * per_tile)
             first = k * per_tile * row_bytes
-            loads = [linear(f"in {k}", _ddr(self.inp, start + first), _tcm(core, in_buf),
-                            rows * row_bytes)]
-            stores = [linear(f"out {k}", _tcm(core, out_buf), _ddr(self.out, first),
-                             rows * row_bytes)]
-            if self.layout == "rows":
-                def compute() -> timing.KernelCycles:
-                    return core.compute(nn_kernels.softmax_rows_across_lanes, in_buf.offset,
-                                        out_buf.offset, self.length, self.offsets)
-            else:
-                def compute() -> timing.KernelCycles:
-                    return core.compute(nn_kernels.softmax_long_row, in_buf.offset,
-                                        out_buf.offset, self.length)
-            return TileStep(loads, compute, stores)
-        # Columns: a 2-D transfer picks 16 adjacent columns out of every row of the axis.
-        o, block = divmod(k, self.blocks)
-        column = block * _LANES
-        width = 4 * min(_LANES, self.inner - column)
-        pitch = 4 * self.inner
-        first = (o * self.length * self.inner + column) * 4
-        loads = [Descriptor(f"in {k}", _ddr(self.inp, start + first, pitch),
-                            _tcm(core, in_buf, VECTOR_ALIGN_BYTES), self.length, width)]
-        stores = [Descriptor(f"out {k}", _tcm(core, out_buf, VECTOR_ALIGN_BYTES),
-                             _ddr(self.out, first, pitch), self.length, width)]
-        return TileStep(loads, lambda: core.compute(nn_kernels.softmax_columns, in_buf.offset,
-                                                    out_buf.offset, self.length), stores)
+            tiles.append(Tile([Region(inp, start + first, 0, 0, 0, 1, rows * row_bytes)], None,
+                              [Region(out, first, 0, 0, 0, 1, rows * row_bytes)]))
+        return tiles
+    # Columns: a 2-D transfer picks 16 adjacent columns out of every row of the axis.
+    pitch = 4 * inner
+    tiles = []
+    for o in range(outer):
+        for column in range(0, inner, _LANES):
+            width = 4 * min(_LANES, inner - column)
+            first = (o * length * inner + column) * 4
+            tiles.append(Tile(
+                [Region(inp, start + first, pitch, 0, VECTOR_ALIGN_BYTES, length, width)], None,
+                [Region(out, first, pitch, 0, VECTOR_ALIGN_BYTES, length, width)]))
+    return tiles
 
 
 def softmax_layout(shape: tuple[int, ...], axis: int) -> str:
@@ -283,10 +218,22 @@ def _softmax(core: VdspCore, slot: CoreSlot, inp: PoolBuffer, out: PoolBuffer) -
     if args.in_type != TYPE_F32 or args.out_type != TYPE_F32:
         raise DspError("softmax: takes and gives float32")
     _check_output(out, 4 * args.elements, "softmax")
-    plan = _SoftmaxPlan(core, inp, out, args, softmax_layout(args.shape, args.axis))
-    if plan.in_bytes + plan.out_bytes > core.tcm.usable_bytes:
-        raise DspError(f"softmax: a tile of {plan.in_bytes} B in and out does not fit the "
-                       f"{core.tcm.usable_bytes} B of a TCM bank (axis of {plan.length})")
+    layout = softmax_layout(args.shape, args.axis)
+    _, length, _ = args.outer_axis_inner()
+    tile_bytes = _softmax_tile_bytes(length, layout)
+    if 2 * tile_bytes > core.tcm.usable_bytes:
+        raise DspError(f"softmax: a tile of {tile_bytes} B in and out does not fit the "
+                       f"{core.tcm.usable_bytes} B of a TCM bank (axis of {length})")
+    offsets = np.arange(_LANES, dtype=np.uint32) * 4 * length
+
+    def kernel(src: int, dst: int, _work: None) -> timing.KernelCycles:
+        if layout == "rows":
+            return core.compute(nn_kernels.softmax_rows_across_lanes, src, dst, length, offsets)
+        if layout == "long":
+            return core.compute(nn_kernels.softmax_long_row, src, dst, length)
+        return core.compute(nn_kernels.softmax_columns, src, dst, length)
+
+    plan = TiledPlan(core, _softmax_tiles(inp, out, args, layout), tile_bytes, tile_bytes, kernel)
 
     def tiles(slot: CoreSlot, first: int) -> Generator[simpy.Event, Any, int | None]:
         return (yield from stream(core, slot, plan, "softmax", first=first))

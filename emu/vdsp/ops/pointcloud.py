@@ -39,10 +39,8 @@ from emu.mem.pool import PoolBuffer
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.cores import VdspCore
-from emu.vdsp.idma import Descriptor, Endpoint, linear
 from emu.vdsp.ops import Operator, pointcloud_kernels, register
-from emu.vdsp.tcm import TcmBuffer
-from emu.vdsp.tiling import TileStep, resumable, stream
+from emu.vdsp.tiling import Region, Tile, TiledPlan, resumable, stream
 
 CMD_STAGE1_QUANTIZE_FIRST = 0x900
 CMD_STAGE1_CELLS = 0x901
@@ -157,82 +155,74 @@ def _blocks(region: Records, capacity: int) -> list[Records]:
 
 
 @dataclass(frozen=True)
-class _Tile:
-    block: Records
-    compute: bool
-    """False: a zero-fill tile, no input; its records' output is zero."""
+class _Work:
+    """What a point-cloud tile's kernel does: compute records up to place `count` in TCM
+    (the last record's place, plus one), or, for a zero-fill tile, store `count` zero bytes
+    into its output buffer."""
+
+    zero_fill: bool
+    count: int
 
 
-@dataclass
-class _RecordPlan:
-    """Tiles over an input of `records` records: each tile's records are computed into
-    `out_record` bytes each, either per record or (`planes` > 0) as one byte in each of
-    `planes` planes of `records` bytes; zero-fill tiles only write zeros.
+@dataclass(frozen=True)
+class _RecordArrays:
+    """The record arrays an operator streams: `records` records of `in_record` bytes after
+    the input's parameter block, computed into `out_record` bytes each, either per record
+    or (`planes` > 0) as one byte in each of `planes` planes of `records` bytes.
 
     In TCM a tile keeps its rows `_whole(cols)` records apart (output planes of
     `rows x _whole(cols)` bytes), so every row starts on a vector."""
 
-    core: VdspCore
     inp: PoolBuffer
     out: PoolBuffer
     records: int
-    work: list[_Tile]
     in_record: int
     out_record: int
     planes: int
-    kernel: Callable[[int, int, int], timing.KernelCycles]
 
-    @property
-    def tiles(self) -> int:
-        return len(self.work)
 
-    @property
-    def _largest(self) -> int:
-        """Records in TCM of the largest tile (rows padded to whole groups)."""
-        return max((t.block.rows * _whole(t.block.cols) for t in self.work), default=0)
+def _record_tile(arrays: _RecordArrays, b: Records, compute: bool) -> Tile[_Work]:
+    """The tile of records `b`: loaded and computed, or (not `compute`) a zero-fill tile."""
+    pitch = _whole(b.cols)
+    stores = _record_stores(arrays, b, pitch)
+    if not compute:
+        return Tile([], _Work(True, b.rows * pitch * arrays.out_record), stores)
+    size = arrays.in_record
+    load = Region(arrays.inp, HEADER_BYTES + b.first * size, b.pitch * size, 0, pitch * size,
+                  b.rows, b.cols * size)
+    return Tile([load], _Work(False, (b.rows - 1) * pitch + b.cols), stores)
 
-    @property
-    def in_bytes(self) -> int:
-        return self._largest * self.in_record
 
-    @property
-    def out_bytes(self) -> int:
-        return self._largest * self.out_record
+def _record_stores(arrays: _RecordArrays, b: Records, pitch: int) -> list[Region]:
+    """The output regions of the tile of records `b`, its rows `pitch` records apart in TCM."""
+    out, records = arrays.out, arrays.records
+    if not arrays.planes:
+        size = arrays.out_record
+        return [Region(out, b.first * size, 0, 0, 0, 1, b.cols * size)]
+    # Row r of plane c: (c x rows + r) x pitch in TCM, c x records + first + r x b.pitch
+    # in DDR. One descriptor covers every row when the DDR side has one pitch too.
+    if b.rows == 1 or b.rows * b.pitch == records:
+        runs = [(0, arrays.planes * b.rows, records if b.rows == 1 else b.pitch)]
+    else:
+        runs = [(c, b.rows, b.pitch) for c in range(arrays.planes)]
+    return [Region(out, c * records + b.first, ddr_pitch, c * b.rows * pitch, pitch, rows, b.cols)
+            for c, rows, ddr_pitch in runs]
 
-    def step(self, k: int, in_buf: TcmBuffer, out_buf: TcmBuffer) -> TileStep:
-        tile = self.work[k]
-        b = tile.block
-        pitch = _whole(b.cols)
-        stores = self._stores(k, b, out_buf.offset, pitch)
-        if not tile.compute:
-            nbytes = b.rows * pitch * self.out_record
-            return TileStep([], lambda: self.core.compute(pointcloud_kernels.fill_zero,
-                                                          out_buf.offset, nbytes), stores)
-        src = Endpoint(self.inp.data, HEADER_BYTES + b.first * self.in_record,
-                       b.pitch * self.in_record, False, "input")
-        dst = Endpoint(self.core.tcm.data, in_buf.offset, pitch * self.in_record, True,
-                       "TCM in")
-        load = Descriptor(f"in {k}", src, dst, b.rows, b.cols * self.in_record)
-        n = (b.rows - 1) * pitch + b.cols  # the last record's place in TCM, plus one
-        return TileStep([load], lambda: self.kernel(in_buf.offset, out_buf.offset, n), stores)
 
-    def _stores(self, k: int, b: Records, at: int, pitch: int) -> list[Descriptor]:
-        tcm = self.core.tcm.data
-        if not self.planes:
-            return [linear(f"out {k}", Endpoint(tcm, at, 0, True, "TCM out"),
-                           Endpoint(self.out.data, b.first * self.out_record, 0, False,
-                                    "output"), b.cols * self.out_record)]
-        # Row r of plane c: (c x rows + r) x pitch in TCM, c x records + first + r x b.pitch
-        # in DDR. One descriptor covers every row when the DDR side has one pitch too.
-        if b.rows == 1 or b.rows * b.pitch == self.records:
-            runs = [(0, self.planes * b.rows, self.records if b.rows == 1 else b.pitch)]
-        else:
-            runs = [(c, b.rows, b.pitch) for c in range(self.planes)]
-        return [Descriptor(f"out {k}" if len(runs) == 1 else f"out {k}.{c}",
-                           Endpoint(tcm, at + c * b.rows * pitch, pitch, True, "TCM out"),
-                           Endpoint(self.out.data, c * self.records + b.first, ddr_pitch,
-                                    False, "output"), rows, b.cols)
-                for c, rows, ddr_pitch in runs]
+def _record_plan(core: VdspCore, arrays: _RecordArrays, blocks: list[tuple[Records, bool]],
+                 kernel: Callable[[int, int, int], timing.KernelCycles]) -> TiledPlan[_Work]:
+    """The tiles of `blocks` (records, and False for a zero-fill tile) with buffers for the
+    largest (rows padded to whole groups), computed by `kernel(src, dst, count)` or, for
+    zero-fill tiles, by `fill_zero`."""
+    largest = max((b.rows * _whole(b.cols) for b, _ in blocks), default=0)
+
+    def run(src: int, dst: int, work: _Work) -> timing.KernelCycles:
+        if work.zero_fill:
+            return core.compute(pointcloud_kernels.fill_zero, dst, work.count)
+        return kernel(src, dst, work.count)
+
+    return TiledPlan(core, [_record_tile(arrays, b, compute) for b, compute in blocks],
+                     largest * arrays.in_record, largest * arrays.out_record, run)
 
 
 def _capacity(core: VdspCore, record_bytes: int) -> int:
@@ -247,15 +237,18 @@ def _capacity(core: VdspCore, record_bytes: int) -> int:
     return capacity
 
 
-def _operator(what: str, build: Callable[[VdspCore, _Header, PoolBuffer, PoolBuffer],
-                                         _RecordPlan]) -> Callable[..., Any]:
+_Build = Callable[[VdspCore, _Header, PoolBuffer, PoolBuffer],
+                  tuple[_RecordArrays, TiledPlan[_Work]]]
+
+
+def _operator(what: str, build: _Build) -> Callable[..., Any]:
     def run(core: VdspCore, slot: CoreSlot, inp: PoolBuffer, out: PoolBuffer) -> Generator[
             simpy.Event, Any, StageBody | None]:
         head = _parse(inp.data, what)
-        plan = build(core, head, inp, out)
-        if len(inp.data) < HEADER_BYTES + plan.records * plan.in_record:
-            raise DspError(f"{what}: input holds fewer than its {plan.records} records")
-        if len(out.data) < plan.records * plan.out_record:
+        arrays, plan = build(core, head, inp, out)
+        if len(inp.data) < HEADER_BYTES + arrays.records * arrays.in_record:
+            raise DspError(f"{what}: input holds fewer than its {arrays.records} records")
+        if len(out.data) < arrays.records * arrays.out_record:
             raise DspError(f"{what}: output buffer of {len(out.data)} B is too small")
 
         def tiles(slot: CoreSlot, first: int) -> Generator[simpy.Event, Any, int | None]:
@@ -266,8 +259,9 @@ def _operator(what: str, build: Callable[[VdspCore, _Header, PoolBuffer, PoolBuf
     return run
 
 
-def _stage1(quantize_first: bool) -> Callable[..., _RecordPlan]:
-    def build(core: VdspCore, h: _Header, inp: PoolBuffer, out: PoolBuffer) -> _RecordPlan:
+def _stage1(quantize_first: bool) -> _Build:
+    def build(core: VdspCore, h: _Header, inp: PoolBuffer,
+              out: PoolBuffer) -> tuple[_RecordArrays, TiledPlan[_Work]]:
         in_record = 4 * h.dims
         out_record = 4 * ((3 if h.dims == 5 else 2) if quantize_first else 1)
         kernel_fn = (pointcloud_kernels.stage1_quantize_first if quantize_first
@@ -278,14 +272,15 @@ def _stage1(quantize_first: bool) -> Callable[..., _RecordPlan]:
 
         blocks = _blocks(Records(0, 1, h.count, h.count),
                          _capacity(core, in_record + out_record))
-        return _RecordPlan(core, inp, out, h.count, [_Tile(b, True) for b in blocks],
-                           in_record, out_record, 0, kernel)
+        arrays = _RecordArrays(inp, out, h.count, in_record, out_record, 0)
+        return arrays, _record_plan(core, arrays, [(b, True) for b in blocks], kernel)
 
     return build
 
 
-def _stage2(encode: bool) -> Callable[..., _RecordPlan]:
-    def build(core: VdspCore, h: _Header, inp: PoolBuffer, out: PoolBuffer) -> _RecordPlan:
+def _stage2(encode: bool) -> _Build:
+    def build(core: VdspCore, h: _Header, inp: PoolBuffer,
+              out: PoolBuffer) -> tuple[_RecordArrays, TiledPlan[_Work]]:
         records = h.max_pillars * h.max_slots
         if h.count != records or h.pillars > h.max_pillars:
             raise DspError(f"pointcloud stage 2: {h.count} records and {h.pillars} pillars "
@@ -303,12 +298,13 @@ def _stage2(encode: bool) -> Callable[..., _RecordPlan]:
             return core.compute(pointcloud_kernels.stage2_transpose, src, dst, padded, padded,
                                 h.dims)
 
-        def tiles(first: int, end: int, compute: bool) -> list[_Tile]:
+        def blocks(first: int, end: int, compute: bool) -> list[tuple[Records, bool]]:
             region = pillar_records(first, end, h.max_pillars, h.max_slots, h.slot_major)
-            return [_Tile(b, compute) for b in _blocks(region, capacity)]
+            return [(b, compute) for b in _blocks(region, capacity)]
 
-        work = tiles(0, h.pillars, True) + tiles(h.pillars, h.max_pillars, False)
-        return _RecordPlan(core, inp, out, records, work, in_record, h.dims, h.dims, kernel)
+        arrays = _RecordArrays(inp, out, records, in_record, h.dims, h.dims)
+        work = blocks(0, h.pillars, True) + blocks(h.pillars, h.max_pillars, False)
+        return arrays, _record_plan(core, arrays, work, kernel)
 
     return build
 

@@ -1,0 +1,243 @@
+"""Image files for the CV operators: PNG, PGM/PPM and .npy in and out, and the standard
+test image.
+
+PNG support covers what the operators read and write: 8-bit grey, grey+alpha, RGB and RGBA
+(alpha dropped on reading), not interlaced, any of the five row filters on reading; writing
+uses filter 0 and zlib level 6, so the same pixels give the same file. Float, int16 and
+int32 images (maps, gradients, integrals) go to and from `.npy` only.
+
+The standard test image (`standard_image`) is generated, not downloaded: a 640x480 RGB
+scene of smooth gradients, filled and outlined shapes at several angles, thin lines, a
+checkerboard, a ring of spokes and a patch of seeded noise, so that every operator has
+edges, corners, flat areas and texture to work on. `emu/workloads/data/standard.png` is
+that image as a file (a test checks the two agree).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from emu.errors import InputError
+
+STANDARD_PATH = Path(__file__).resolve().parent / "data" / "standard.png"
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _chunks(data: bytes, where: str) -> list[tuple[bytes, bytes]]:
+    chunks = []
+    at = len(_PNG_MAGIC)
+    while at < len(data):
+        if at + 8 > len(data):
+            raise InputError(f"{where}: truncated PNG chunk header at byte {at}")
+        length, kind = struct.unpack(">I4s", data[at: at + 8])
+        body = data[at + 8: at + 8 + length]
+        if len(body) != length or at + 12 + length > len(data):
+            raise InputError(f"{where}: truncated PNG chunk {kind!r} at byte {at}")
+        (crc,) = struct.unpack(">I", data[at + 8 + length: at + 12 + length])
+        if zlib.crc32(kind + body) != crc:
+            raise InputError(f"{where}: PNG chunk {kind!r} at byte {at} fails its CRC")
+        chunks.append((kind, body))
+        at += 12 + length
+        if kind == b"IEND":
+            break
+    return chunks
+
+
+def _unfilter(raw: bytes, height: int, row: int, bpp: int, where: str) -> npt.NDArray[np.uint8]:
+    if len(raw) != height * (row + 1):
+        raise InputError(f"{where}: PNG image data holds {len(raw)} B, expected "
+                         f"{height * (row + 1)}")
+    lines = np.frombuffer(raw, np.uint8).reshape(height, row + 1)
+    out = np.zeros((height, row), np.int32)
+    prior = np.zeros(row, np.int32)
+    for y in range(height):
+        kind, line = lines[y, 0], lines[y, 1:].astype(np.int32)
+        if kind == 0:
+            cur = line
+        elif kind == 2:
+            cur = (line + prior) & 255
+        elif kind in (1, 3, 4):
+            cur = np.zeros(row, np.int32)
+            for x in range(row):  # left-dependent filters go pixel by pixel
+                left = cur[x - bpp] if x >= bpp else 0
+                up = prior[x]
+                if kind == 1:
+                    pred = left
+                elif kind == 3:
+                    pred = (left + up) // 2
+                else:
+                    corner = prior[x - bpp] if x >= bpp else 0
+                    p = left + up - corner
+                    pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                    pred = left if pa <= pb and pa <= pc else (up if pb <= pc else corner)
+                cur[x] = (line[x] + pred) & 255
+        else:
+            raise InputError(f"{where}: PNG row {y} has unknown filter type {kind}")
+        out[y] = cur
+        prior = cur
+    return out.astype(np.uint8)
+
+
+def read_png(data: bytes, where: str) -> npt.NDArray[np.uint8]:
+    """Pixels of a PNG file: (H, W) grey or (H, W, 3) RGB uint8."""
+    if not data.startswith(_PNG_MAGIC):
+        raise InputError(f"{where}: not a PNG file")
+    chunks = _chunks(data, where)
+    if not chunks or chunks[0][0] != b"IHDR" or len(chunks[0][1]) != 13:
+        raise InputError(f"{where}: PNG does not start with an IHDR chunk")
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    channels = {0: 1, 4: 2, 2: 3, 6: 4}.get(color)
+    if depth != 8 or channels is None or interlace != 0:
+        raise InputError(f"{where}: PNG of bit depth {depth}, colour type {color}, interlace "
+                         f"{interlace}; only 8-bit grey/RGB(A), not interlaced, is read")
+    if not 1 <= width <= 1 << 15 or not 1 <= height <= 1 << 15:
+        raise InputError(f"{where}: PNG of {width}x{height}; sides must be 1..32768")
+    try:
+        raw = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    except zlib.error as exc:
+        raise InputError(f"{where}: PNG image data does not decompress: {exc}") from None
+    pixels = _unfilter(raw, height, width * channels, channels, where)
+    pixels = pixels.reshape(height, width, channels)
+    if channels in (2, 4):
+        pixels = pixels[:, :, : channels - 1]
+    return np.ascontiguousarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
+
+
+def png_bytes(pixels: npt.NDArray[np.uint8]) -> bytes:
+    """A PNG file of (H, W) grey or (H, W, 3) RGB uint8 pixels."""
+    if pixels.dtype != np.uint8 or pixels.ndim not in (2, 3) or (
+            pixels.ndim == 3 and pixels.shape[2] != 3):
+        raise ValueError(f"PNG holds (H, W) or (H, W, 3) uint8, got {pixels.dtype} "
+                         f"{pixels.shape}")
+    height, width = pixels.shape[:2]
+    color = 0 if pixels.ndim == 2 else 2
+    rows = np.ascontiguousarray(pixels).reshape(height, -1)
+    raw = np.concatenate([np.zeros((height, 1), np.uint8), rows], axis=1).tobytes()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body)))
+
+    return (_PNG_MAGIC + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, color, 0,
+                                                    0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def _read_pnm(data: bytes, where: str) -> npt.NDArray[np.uint8]:
+    tokens: list[bytes] = []
+    at = 0
+    while len(tokens) < 4:
+        while at < len(data) and data[at:at + 1].isspace():
+            at += 1
+        if data[at:at + 1] == b"#":
+            while at < len(data) and data[at:at + 1] not in (b"\n", b"\r"):
+                at += 1
+            continue
+        start = at
+        while at < len(data) and not data[at:at + 1].isspace():
+            at += 1
+        if start == at:
+            raise InputError(f"{where}: truncated PGM/PPM header")
+        tokens.append(data[start:at])
+    magic = tokens[0]
+    try:
+        width, height, maxval = (int(t) for t in tokens[1:])
+    except ValueError:
+        raise InputError(f"{where}: PGM/PPM header sizes are not numbers") from None
+    channels = {b"P5": 1, b"P6": 3}.get(magic)
+    if channels is None or maxval != 255 or width < 1 or height < 1:
+        raise InputError(f"{where}: only binary 8-bit PGM (P5) and PPM (P6) are read")
+    body = data[at + 1: at + 1 + width * height * channels]
+    if len(body) != width * height * channels:
+        raise InputError(f"{where}: PGM/PPM holds {len(body)} B of pixels, expected "
+                         f"{width * height * channels}")
+    pixels = np.frombuffer(body, np.uint8).reshape(height, width, channels)
+    return np.ascontiguousarray(pixels[:, :, 0] if channels == 1 else pixels)
+
+
+def read_image(path: Path) -> npt.NDArray:
+    """An image file's pixels: PNG / PGM / PPM as uint8, .npy as stored (2-D or 3-D)."""
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read: {exc.strerror}") from None
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        import io
+
+        try:
+            array = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise InputError(f"{where}: not a readable .npy file: {exc}") from None
+        if array.ndim not in (2, 3) or min(array.shape) < 1:
+            raise InputError(f"{where}: a .npy image is 2-D or 3-D, got shape {array.shape}")
+        return np.ascontiguousarray(array)
+    if suffix == ".png":
+        return read_png(data, where)
+    if suffix in (".pgm", ".ppm", ".pnm"):
+        return _read_pnm(data, where)
+    raise InputError(f"{where}: unknown image type {suffix!r} (have .png, .pgm, .ppm, .npy)")
+
+
+def image_bytes(pixels: npt.NDArray, path: Path) -> bytes:
+    """The file contents of `pixels` for `path`'s type; InputError if the type cannot hold
+    them (float images only go to .npy)."""
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        import io
+
+        out = io.BytesIO()
+        np.save(out, np.ascontiguousarray(pixels), allow_pickle=False)
+        return out.getvalue()
+    if pixels.dtype != np.uint8 or not (pixels.ndim == 2 or pixels.shape[2] == 3):
+        raise InputError(f"{path}: a {pixels.dtype} image of shape {pixels.shape} is written "
+                         f"as .npy only")
+    if suffix == ".png":
+        return png_bytes(pixels)
+    if suffix in (".pgm", ".ppm"):
+        kind = b"P5" if pixels.ndim == 2 else b"P6"
+        return kind + f"\n{pixels.shape[1]} {pixels.shape[0]}\n255\n".encode() + \
+            pixels.tobytes()
+    raise InputError(f"{path}: unknown image type {suffix!r} (have .png, .pgm, .ppm, .npy)")
+
+
+def standard_image(width: int = 640, height: int = 480) -> npt.NDArray[np.uint8]:
+    """The generated RGB test scene (see the module docstring)."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    sx, sy = x / width, y / height
+    img = np.stack([40 + 150 * sx, 60 + 120 * sy, 180 - 120 * sx * sy], axis=-1)
+    # shapes: a disc, a tilted square outline, a triangle, a ring of spokes
+    disc = (x - 0.25 * width) ** 2 + (y - 0.35 * height) ** 2 < (0.12 * height) ** 2
+    img[disc] = (230, 200, 40)
+    c, s = np.cos(0.5), np.sin(0.5)
+    u = (x - 0.62 * width) * c + (y - 0.3 * height) * s
+    v = -(x - 0.62 * width) * s + (y - 0.3 * height) * c
+    half = 0.14 * height
+    square = (np.maximum(abs(u), abs(v)) < half) & (np.maximum(abs(u), abs(v)) > half - 6)
+    img[square] = (20, 20, 120)
+    tri = (y > 0.6 * height) & (y < 0.9 * height) & (abs(x - 0.2 * width) < (y - 0.6 * height))
+    img[tri] = (200, 60, 60)
+    angle = np.arctan2(y - 0.7 * height, x - 0.65 * width)
+    radius = np.hypot(x - 0.65 * width, y - 0.7 * height)
+    spokes = (radius < 0.2 * height) & (np.cos(16 * angle) > 0.6)
+    img[spokes] = (250, 250, 250)
+    checker = ((x // 8 + y // 8) % 2 == 0) & (x > 0.85 * width) & (y < 0.5 * height)
+    img[checker] = (10, 10, 10)
+    for k in range(5):  # thin lines at several slopes
+        line = abs((y - 0.05 * height * k) - (0.3 + 0.2 * k) * x) < 0.7
+        img[line & (x < 0.45 * width)] = (255, 255, 255)
+    noisy = (x > 0.45 * width) & (y > 0.55 * height) & (x < 0.85 * width)
+    noise = np.random.default_rng(5).normal(0.0, 8.0, img.shape)
+    img[noisy] += noise[noisy]
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def standard() -> npt.NDArray[np.uint8]:
+    """The shipped standard test image (640x480 RGB)."""
+    return read_png(STANDARD_PATH.read_bytes(), str(STANDARD_PATH))

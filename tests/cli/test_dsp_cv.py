@@ -1,0 +1,77 @@
+"""`emu dsp cv`: one operator on an image file, every operator at once, help and outputs."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+
+from emu.cli.main import main
+from emu.vdsp.ops import cv
+from emu.workloads import images
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_one_operator_on_a_file_writes_opencvs_output_and_reports_the_time_split(
+        tmp_path, capsys):
+    picture = images.standard()[:100, :130]
+    (tmp_path / "in.png").write_bytes(images.png_bytes(picture))
+    code, out, err = _run(capsys, "dsp", "cv", "threshold", "--input", str(tmp_path / "in.png"),
+                          "--thresh", "99", "--type", "binary_inv", "-o",
+                          str(tmp_path / "out.png"), "--json", "--trace",
+                          str(tmp_path / "t.json"))
+    assert code == 0, err
+    doc = json.loads(out)
+    for key in ("rpc_ms", "idma_in_ms", "idma_out_ms", "compute_ms", "kernel_cycles",
+                "cycles_per_pixel", "idma_in_bytes", "idma_out_bytes",
+                "tcm_high_water_bytes", "provenance"):
+        assert key in doc, key
+    assert doc["values"] == {"thresh": 99.0, "maxval": 255.0, "type": 1}
+    assert 0 < doc["compute_ms"] < doc["rpc_ms"]
+    written = images.read_image(tmp_path / "out.png")
+    assert (written == cv2.threshold(cv.luma(picture), 99, 255, 1)[1]).all()
+    trace = json.loads((tmp_path / "t.json").read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert "threshold tile 0" in names
+
+
+def test_reports_are_byte_identical_run_to_run(capsys):
+    runs = [_run(capsys, "dsp", "cv", "threshold", "--json")[1] for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+def test_all_reports_every_operator(capsys):
+    code, out, err = _run(capsys, "dsp", "cv", "--all", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [r["op"] for r in doc["operators"]] == [op.name for op in cv.cv_operators()]
+    for report in doc["operators"]:
+        assert report["kernel_cycles"] > 0 and report["idma_in_bytes"] > 0, report["op"]
+    code, out, _ = _run(capsys, "dsp", "cv", "--all")
+    assert code == 0 and all(op.name in out for op in cv.cv_operators())
+
+
+def test_help_lists_the_operators_and_each_operators_options(capsys):
+    code, out, _ = _run(capsys, "dsp", "cv", "--help")
+    assert code == 0 and all(op.name in out for op in cv.cv_operators())
+    code, out, _ = _run(capsys, "dsp", "cv", "threshold", "--help")
+    assert code == 0 and "--thresh" in out and "binary_inv" in out
+
+
+def test_a_float_output_needs_npy(tmp_path, capsys):
+    # corner_harris gives float32: a PNG cannot hold it.
+    code, _, err = _run(capsys, "dsp", "cv", "corner_harris", "-o", str(tmp_path / "x.png"))
+    assert code == 2 and "write it as .npy" in err
+    assert not (tmp_path / "x.png").exists()
+    code, _, err = _run(capsys, "dsp", "cv", "corner_harris", "-o", str(tmp_path / "x.npy"))
+    assert code == 0, err
+    picture = cv.luma(images.standard())
+    ref = cv2.cornerHarris(picture, 2, 3, 0.04)
+    out = np.load(tmp_path / "x.npy")
+    assert out.dtype == np.float32 and out.shape == ref.shape

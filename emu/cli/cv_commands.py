@@ -14,6 +14,7 @@ work; the run itself is `emu.workloads.dsp_cv`'s.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -96,11 +97,14 @@ def _op_parser(op: Any, base: argparse.ArgumentParser,
             low = int(max(p.low, -(2**31)))
             high = int(min(p.high, 2**31 - 1))
             group.add_argument(flag, dest=dest, type=whole(low, high), default=p.default,
+                               metavar=p.name.upper(),
                                help=f"{p.help} ({low} to {high}, default {p.default})")
         else:
-            low_r, high_r = max(p.low, -1e300), min(p.high, 1e300)
-            group.add_argument(flag, dest=dest, type=real(low_r, high_r), default=p.default,
-                               help=f"{p.help} ({low_r:g} to {high_r:g}, default {p.default})")
+            span = ("any finite number" if p.low == -math.inf and p.high == math.inf
+                    else f"{p.low:g} to {p.high:g}")
+            group.add_argument(flag, dest=dest, type=real(p.low, p.high), default=p.default,
+                               metavar=p.name.upper(),
+                               help=f"{p.help} ({span}, default {p.default:g})")
     return parser
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from emu.errors import InputError
+from emu.nn.preprocess import read_pnm
 
 STANDARD_PATH = Path(__file__).resolve().parent / "data" / "standard.png"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -129,35 +130,8 @@ def png_bytes(pixels: npt.NDArray[np.uint8]) -> bytes:
 
 
 def _read_pnm(data: bytes, where: str) -> npt.NDArray[np.uint8]:
-    tokens: list[bytes] = []
-    at = 0
-    while len(tokens) < 4:
-        while at < len(data) and data[at:at + 1].isspace():
-            at += 1
-        if data[at:at + 1] == b"#":
-            while at < len(data) and data[at:at + 1] not in (b"\n", b"\r"):
-                at += 1
-            continue
-        start = at
-        while at < len(data) and not data[at:at + 1].isspace():
-            at += 1
-        if start == at:
-            raise InputError(f"{where}: truncated PGM/PPM header")
-        tokens.append(data[start:at])
-    magic = tokens[0]
-    try:
-        width, height, maxval = (int(t) for t in tokens[1:])
-    except ValueError:
-        raise InputError(f"{where}: PGM/PPM header sizes are not numbers") from None
-    channels = {b"P5": 1, b"P6": 3}.get(magic)
-    if channels is None or maxval != 255 or width < 1 or height < 1:
-        raise InputError(f"{where}: only binary 8-bit PGM (P5) and PPM (P6) are read")
-    body = data[at + 1: at + 1 + width * height * channels]
-    if len(body) != width * height * channels:
-        raise InputError(f"{where}: PGM/PPM holds {len(body)} B of pixels, expected "
-                         f"{width * height * channels}")
-    pixels = np.frombuffer(body, np.uint8).reshape(height, width, channels)
-    return np.ascontiguousarray(pixels[:, :, 0] if channels == 1 else pixels)
+    pixels = read_pnm(where, data)  # (H, W, 1 or 3)
+    return np.ascontiguousarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
 
 
 def read_image(path: Path) -> npt.NDArray:

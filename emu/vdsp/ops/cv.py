@@ -420,50 +420,65 @@ def image_plan(
                          output_regions(dst, placed)))
     in_bytes = max(sizes(t)[0] for t in tiles)
     out_bytes = max(sizes(t)[1] for t in tiles)
-    pattern = _border_pattern(src.image, border_value)
+    pattern = border_pattern(src.image, border_value)
 
     def compute(in_addr: int, out_addr: int, tile: ImageTile) -> timing.KernelCycles:
-        cycles: timing.KernelCycles | None = None
-        for f in tile.fills:
-            filled = core.compute(cv_kernels.fill_rect, in_addr + f.y0 * tile.in_pitch
-                                  + f.x0 * in_pb, tile.in_pitch, f.height, f.width * in_pb,
-                                  pattern, in_pb)
-            cycles = filled if cycles is None else cycles.then(filled)
+        filled = fill_borders(core, in_addr, tile.in_pitch, tile.fills, pattern, in_pb)
         done = kernel(in_addr, out_addr, tile)
-        return done if cycles is None else cycles.then(done)
+        return done if filled is None else filled.then(done)
 
     return TiledPlan(core, work, in_bytes, out_bytes, compute)
 
 
-def _border_pattern(image: Image, value: float) -> np.ndarray:
+def border_pattern(image: Image, value: float) -> np.ndarray:
     """64 bytes of the constant border's pixel repeated (whole pixels from byte 0)."""
     pixel = np.full(image.channels, value).astype(image.dtype).view(np.uint8)
     reps = -(-VECTOR_ALIGN_BYTES // len(pixel))
     return np.tile(pixel, reps)[:VECTOR_ALIGN_BYTES].copy()
 
 
-def run_plans(core: VdspCore, slot: CoreSlot, what: str,
-              plans: Sequence[Callable[[], TiledPlan[Any]]]) -> Generator[
-                  simpy.Event, Any, StageBody | None]:
-    """Stream `plans` one after the other (each built when its turn comes, so a pass can
-    depend on the one before), resuming where a preemption stopped."""
-    sizes: dict[int, TiledPlan[Any]] = {}
+def fill_borders(core: VdspCore, at: int, pitch: int, fills: Sequence[Rect],
+                 pattern: np.ndarray, pixel_bytes: int) -> timing.KernelCycles | None:
+    """Write the constant border's `pattern` into the rectangles `fills` of a source tile at
+    TCM address `at` (rows `pitch` apart); the cycles, or None when there is nothing."""
+    cycles: timing.KernelCycles | None = None
+    for f in fills:
+        filled = core.compute(cv_kernels.fill_rect, at + f.y0 * pitch + f.x0 * pixel_bytes,
+                              pitch, f.height, f.width * pixel_bytes, pattern, pixel_bytes)
+        cycles = filled if cycles is None else cycles.then(filled)
+    return cycles
 
-    def plan(k: int) -> TiledPlan[Any]:
-        if k not in sizes:
-            sizes[k] = plans[k]()
-        return sizes[k]
+
+def run_passes(core: VdspCore, slot: CoreSlot, what: str,
+               build: Callable[[int], TiledPlan[Any] | None]) -> Generator[
+                   simpy.Event, Any, StageBody | None]:
+    """Stream pass 0, 1, ... of `build(k)`, each made when the one before has finished (so
+    a pass can depend on its results; None ends), resuming where a preemption stopped: tile
+    numbers run on across passes."""
+    plans: dict[int, TiledPlan[Any] | None] = {}
+
+    def plan(k: int) -> TiledPlan[Any] | None:
+        if k not in plans:
+            plans[k] = build(k)
+        return plans[k]
 
     def tiles(slot: CoreSlot, first: int) -> Generator[simpy.Event, Any, int | None]:
-        # Tile indices run on across passes: pass k's tile j is number offset(k) + j.
-        offset = 0
-        for k in range(len(plans)):
-            p = plan(k)
+        offset, k = 0, 0
+        while (p := plan(k)) is not None:
             if first < offset + p.tiles:
                 resume = yield from stream(core, slot, p, what, first=max(0, first - offset))
                 if resume is not None:
                     return offset + resume
             offset += p.tiles
+            k += 1
         return None
 
     return (yield from resumable(tiles)(slot))
+
+
+def run_plans(core: VdspCore, slot: CoreSlot, what: str,
+              plans: Sequence[Callable[[], TiledPlan[Any]]]) -> Generator[
+                  simpy.Event, Any, StageBody | None]:
+    """`run_passes` over a fixed list of passes."""
+    return (yield from run_passes(core, slot, what,
+                                  lambda k: plans[k]() if k < len(plans) else None))

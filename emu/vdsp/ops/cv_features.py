@@ -75,7 +75,7 @@ from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import cv, cv_features_kernels
 from emu.vdsp.ops.image_args import TYPE_F32, TYPE_U8, Image
-from emu.vdsp.tiling import Region, TiledPlan, resumable, stream
+from emu.vdsp.tiling import Region, TiledPlan
 
 if TYPE_CHECKING:
     from emu.vdsp.cores import VdspCore
@@ -96,32 +96,6 @@ def _grey_u8(op: str, etype: int) -> Callable[[Sequence[Image], cv.Values], cv.O
         return src.width, src.height, 1, etype, 1
 
     return output
-
-
-def _run_passes(core: VdspCore, slot: CoreSlot, what: str,
-                build: Callable[[int], TiledPlan[Any] | None]) -> Generator[
-                    simpy.Event, Any, StageBody | None]:
-    """Stream pass 0, 1, ... of `build(k)` (made when pass k - 1 has finished; None ends),
-    resuming where a preemption stopped; tile numbers run on across passes."""
-    plans: dict[int, TiledPlan[Any] | None] = {}
-
-    def plan(k: int) -> TiledPlan[Any] | None:
-        if k not in plans:
-            plans[k] = build(k)
-        return plans[k]
-
-    def tiles(slot: CoreSlot, first: int) -> Generator[simpy.Event, Any, int | None]:
-        offset, k = 0, 0
-        while (p := plan(k)) is not None:
-            if first < offset + p.tiles:
-                resume = yield from stream(core, slot, p, what, first=max(0, first - offset))
-                if resume is not None:
-                    return offset + resume
-            offset += p.tiles
-            k += 1
-        return None
-
-    return (yield from resumable(tiles)(slot))
 
 
 def _meets(a: cv.Rect, b: cv.Rect) -> bool:
@@ -245,7 +219,7 @@ def _canny(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
         kinds.append("finish")
         return cv.image_plan(core, on_map, finish)
 
-    return (yield from _run_passes(core, slot, run.what, build))
+    return (yield from cv.run_passes(core, slot, run.what, build))
 
 
 CANNY = cv.define(cv.CvOp(

@@ -77,7 +77,7 @@ import simpy
 from emu.errors import DspError
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
-from emu.vdsp.ops import cv, cv_kernels
+from emu.vdsp.ops import cv
 from emu.vdsp.ops import cv_warp_kernels as kern
 from emu.vdsp.ops.image_args import MAX_SIDE, TYPE_F32, TYPE_U8, Image, Placed
 from emu.vdsp.tcm import VECTOR_ALIGN_BYTES
@@ -448,12 +448,7 @@ def _run(kind: int) -> Callable[..., Generator[simpy.Event, Any, StageBody | Non
                 base[kern.P_CN] = cn
 
                 def compute(in_addr: int, out_addr: int, w: WarpTile) -> timing.KernelCycles:
-                    cycles: timing.KernelCycles | None = None
-                    for f in w.fills:
-                        filled = core.compute(cv_kernels.fill_rect, in_addr + f.y0 * w.in_pitch
-                                              + f.x0 * cn, w.in_pitch, f.height, f.width * cn,
-                                              pattern, cn)
-                        cycles = filled if cycles is None else cycles.then(filled)
+                    cycles = cv.fill_borders(core, in_addr, w.in_pitch, w.fills, pattern, cn)
                     p = base.copy()
                     p[[kern.P_ROWS, kern.P_COLS, kern.P_OUT_Y0, kern.P_OUT_X0]] = (
                         w.out.height, w.out.width, w.out.y0, w.out.x0)

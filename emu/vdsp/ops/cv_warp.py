@@ -76,7 +76,7 @@ import simpy
 
 from emu.errors import DspError
 from emu.soc.sched import CoreSlot, StageBody
-from emu.vdsp import timing
+from emu.vdsp import isa, timing
 from emu.vdsp.ops import cv
 from emu.vdsp.ops import cv_warp_kernels as kern
 from emu.vdsp.ops.image_args import MAX_SIDE, TYPE_F32, TYPE_U8, Image, Placed
@@ -95,7 +95,7 @@ MAP_DIRECTIONS = (("forward", 0), ("inverse", 1))
 _UF = 16
 """Pixels per iteration of OpenCV's SIMD warp loop on x86 with AVX2 (8 float lanes, twice);
 the columns after the last full block take its scalar path."""
-_WINDOW = 65536
+_WINDOW = isa.WINDOW_BYTES
 """Bytes a gather reaches above its base: a tile's source piece and merged output."""
 _MIN_SPLIT = 4096
 """Tiles of at most this many output pixels are not split further; their source is cut

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernels import channel_patterns, load_channels
 
 LANES = 16
 VEC = isa.VECTOR_BYTES
@@ -159,46 +160,6 @@ def bilateral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
 
 
 @njit
-def _channel_indices() -> npt.NDArray[np.uint8]:
-    """Select patterns: rows 2c, 2c + 1 split channel c out of 64 interleaved 3-channel
-    pixels (bytes 3i + c of three vectors) in two `sel_u8` steps; rows 6 + 2m, 7 + 2m put
-    three channel vectors back together as output vector m (constants, like the DSP's
-    immediate select patterns)."""
-    idx = np.zeros((12, VEC), np.uint8)
-    for c in range(3):
-        for i in range(VEC):
-            at = 3 * i + c
-            if at < 2 * VEC:
-                idx[2 * c, i] = at
-                idx[2 * c + 1, i] = i
-            else:
-                idx[2 * c + 1, i] = VEC + at - 2 * VEC
-    for m in range(3):
-        for i in range(VEC):
-            at = m * VEC + i
-            c, p = at % 3, at // 3
-            if c < 2:
-                idx[6 + 2 * m, i] = p + VEC * c
-                idx[7 + 2 * m, i] = i
-            else:
-                idx[7 + 2 * m, i] = VEC + p
-    return idx
-
-
-@njit
-def _load3(ctx: isa.Context, at: int, nbytes: int, raw: npt.NDArray[np.uint8],
-           idx: npt.NDArray[np.uint8], chans: npt.NDArray[np.uint8]) -> None:
-    """The channels of the 64 pixels at `at` into chans[0..2], loading only the vectors that
-    start within the `nbytes` left in the row."""
-    for v in range(3):
-        if v * VEC < nbytes:
-            isa.loadu_u8(ctx, at + v * VEC, raw[v])
-    for c in range(3):
-        isa.sel_u8(ctx, raw[0], raw[1], idx[2 * c], chans[c])
-        isa.sel_u8(ctx, chans[c], raw[2], idx[2 * c + 1], chans[c])
-
-
-@njit
 def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
                     in_pitch: int, out_pitch: int, radius: int,
                     tap_offsets: npt.NDArray[np.int32], tap_dx: npt.NDArray[np.int32],
@@ -210,7 +171,7 @@ def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     sum_c = fma(neighbour_c, w, sum_c); out_c = round_half_even(sum_c * (1 / wsum)),
     saturated (OpenCV's 3-channel loop multiplies by the reciprocal)."""
     taps = tap_offsets.size
-    idx = _channel_indices()
+    idx = channel_patterns()
     raw = np.empty((3, VEC), np.uint8)
     center = np.empty((3, VEC), np.uint8)
     near = np.empty((3, VEC), np.uint8)
@@ -240,14 +201,14 @@ def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     for r in range(rows):
         row = src + (r + radius) * in_pitch + 3 * radius
         for x in range(0, width, GROUP):
-            _load3(ctx, row + 3 * x, row_bytes - 3 * (x + radius), raw, idx, center)
+            load_channels(ctx, row + 3 * x, row_bytes - 3 * (x + radius), raw, idx, center)
             for part in range(4):
                 isa.splat_f32(ctx, 0.0, wsums[part])
                 for c in range(3):
                     isa.splat_f32(ctx, 0.0, sums[c, part])
             for k in range(taps):
                 at = row + 3 * x + tap_offsets[k]
-                _load3(ctx, at, row_bytes - 3 * (x + radius + tap_dx[k]), raw, idx, near)
+                load_channels(ctx, at, row_bytes - 3 * (x + radius + tap_dx[k]), raw, idx, near)
                 for c in range(3):
                     isa.absdiff_u8(ctx, near[c], center[c], diff)
                     isa.unpack_lo_u8_i16(ctx, near[c], v16[c, 0])

@@ -14,40 +14,11 @@ import numpy.typing as npt
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernels import channel_patterns, load_channels
 
 VEC = isa.VECTOR_BYTES
 GROUP = 64
 """Pixels per group: one output vector of bytes, three input vectors."""
-
-
-@njit
-def _split_indices() -> npt.NDArray[np.uint8]:
-    """Select patterns of the channel split: rows 2c and 2c + 1 pick channel c of 64 pixels
-    (bytes 3i + c of 192) in two `sel_u8` steps (constants, as the DSP's immediate select
-    patterns are)."""
-    idx = np.zeros((6, VEC), np.uint8)
-    for c in range(3):
-        for i in range(VEC):
-            at = 3 * i + c
-            if at < 2 * VEC:
-                idx[2 * c, i] = at
-                idx[2 * c + 1, i] = i
-            else:
-                idx[2 * c + 1, i] = VEC + at - 2 * VEC
-    return idx
-
-
-@njit
-def _load_split(ctx: isa.Context, at: int, nbytes: int, raw: npt.NDArray[np.uint8],
-                idx: npt.NDArray[np.uint8], chans: npt.NDArray[np.uint8]) -> None:
-    """The three channels of the (up to) 64 pixels at TCM address `at` into chans[0..2];
-    only the vectors that start before the `nbytes` left in the row are loaded."""
-    for v in range(3):
-        if v * VEC < nbytes:
-            isa.load_u8(ctx, at + v * VEC, raw[v])
-    for c in range(3):
-        isa.sel_u8(ctx, raw[0], raw[1], idx[2 * c], chans[c])
-        isa.sel_u8(ctx, chans[c], raw[2], idx[2 * c + 1], chans[c])
 
 
 @njit
@@ -76,7 +47,7 @@ def gray_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, in_pi
               out_pitch: int, coef: npt.NDArray[np.int32]) -> None:
     """Grey of `rows` rows of `width` 3-channel pixels: (sum_c p[c] * coef[c] + 2**14) >> 15
     with the 15-bit weights `coef` given per channel in memory order."""
-    idx = _split_indices()
+    idx = channel_patterns()
     raw = np.empty((3, VEC), np.uint8)
     chans = np.empty((3, VEC), np.uint8)
     wide = np.empty((6, 32), np.int16)
@@ -89,7 +60,7 @@ def gray_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, in_pi
     row_bytes = 3 * width
     for r in range(rows):
         for x in range(0, width, GROUP):
-            _load_split(ctx, src + r * in_pitch + 3 * x, row_bytes - 3 * x, raw, idx, chans)
+            load_channels(ctx, src + r * in_pitch + 3 * x, row_bytes - 3 * x, raw, idx, chans)
             _weigh_i16(ctx, chans, weights, wide, acc, halves, out)
             isa.store(ctx, out, dst + r * out_pitch + x)
 
@@ -135,7 +106,7 @@ def nv12_tile(ctx: isa.Context, src: int, dst: int, dst_uv: int, rows: int, widt
     for each 2x2 block the U and V of its top-left pixel, interleaved (U first) in the UV
     row of the pair at `dst_uv`. `coef` is 3 x 4 int32: rows Y, U, V; columns the weights
     of the channels in memory order, then the offset (16 or 128) << 20."""
-    idx = _split_indices()
+    idx = channel_patterns()
     raw = np.empty((3, VEC), np.uint8)
     chans = np.empty((2, 3, VEC), np.uint8)
     even = np.empty((3, VEC), np.uint8)
@@ -158,8 +129,8 @@ def nv12_tile(ctx: isa.Context, src: int, dst: int, dst_uv: int, rows: int, widt
                 at = x + g * GROUP
                 if at >= width:
                     break
-                _load_split(ctx, src + r * in_pitch + 3 * at, row_bytes - 3 * at, raw, idx,
-                            chans[g])
+                load_channels(ctx, src + r * in_pitch + 3 * at, row_bytes - 3 * at, raw, idx,
+                              chans[g])
                 _bt601(ctx, chans[g], weights[0], offsets[0], wide, lanes, acc, halves,
                        comp[0])
                 isa.store(ctx, comp[0], dst + r * out_pitch + at)

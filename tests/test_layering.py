@@ -30,7 +30,8 @@ ALLOWED = {
     "report": {"soc", "chip", "runtime"},
     "nn": {"soc", "bpu"},
     "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report", "nn",
-            "dv"},
+            "dv", "sweep"},
+    "sweep": {"soc", "report", "cli"},
 }
 
 

@@ -275,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     dv_commands.add_parsers(commands, [hardware, _output_options(trace=False)], _whole, SEEDS,
                             _zoo_size)
+    # Listed for --help only: `emu sweep ...` is routed to emu.sweep.command before parsing.
+    commands.add_parser("sweep", help="what-if sweeps over hardware and command options, "
+                                      "with a durable store (emu sweep --help)")
+    commands.add_parser("compare", help="one command under two hardware descriptions, side "
+                                        "by side (emu compare --help)")
     return parser
 
 
@@ -351,6 +356,12 @@ def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:2] == ["dsp", "cv"]:  # its options come from the operator table: parsed there
         return _dsp_cv(words[2:])
+    if words[:1] == ["sweep"]:  # emu.sweep parses its own actions
+        return _sweep(words[1:])
+    if words[:1] == ["compare"]:  # its command follows `--`: parsed there
+        from emu.sweep.compare import run_compare_cli
+
+        return run_compare_cli(words[1:], _emit_json)
     parser = build_parser()
     try:
         args = parser.parse_args(words)
@@ -409,6 +420,24 @@ def _dsp_cv(words: list[str]) -> int:
     try:
         return cv_commands.run_cv(words, _Parser, [_hardware_options(), _output_options(True)],
                                   _whole, _real, _resolve, check_file, _emit_json)
+    except _UsageError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    except UserError as exc:
+        print(f"emu: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EmuError as exc:
+        print(f"emu: failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _sweep(words: list[str]) -> int:
+    from emu.sweep import command
+
+    try:
+        return command.run_sweep_cli(words, _Parser, _whole, _emit_json)
     except _UsageError as exc:
         print(f"{exc}", file=sys.stderr)
         return EXIT_USAGE

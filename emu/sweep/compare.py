@@ -1,0 +1,312 @@
+"""`emu compare`: one command on two hardware descriptions, A and B, reports side by side.
+
+    emu compare [--preset NAME] [--config FILE.toml] [--set KEY=VALUE ...]
+                [--a-preset NAME] [--a-config FILE.toml] [--a-set KEY=VALUE ...]
+                [--b-preset NAME] [--b-config FILE.toml] [--b-set KEY=VALUE ...]
+                [--only-different] [--json]
+                -- COMMAND [ARGS ...]
+
+`--preset`, `--config` and `--set` describe the hardware both sides share; `--a-*` and
+`--b-*` make each side what it is: `--a-preset` replaces the preset for A, `--a-config`
+replaces the config file for A, and `--a-set` overrides are applied after the shared ones
+(so they win). For example, the DSP at two clocks:
+
+    emu compare --a-set vdsp.freq_hz=400MHz --b-set vdsp.freq_hz=1GHz -- dsp softmax --shape 16,100
+
+COMMAND and its ARGS are any simulating command's, given after `--` as they would be typed
+after `emu`, without the hardware options and `--json` (compare adds them) and without
+output files (`--trace`, `--dump`, `-o`: both runs would write the same file). The two runs
+happen in this process one after the other, each in a fresh simulation session, through
+the sweep's `emu.sweep.runner.run_point`, so what a side reports is exactly what
+`emu COMMAND ARGS --json` with that hardware prints.
+
+The result is every numeric leaf of the two JSON reports, named by its dotted path
+(`cores.0.compute_ms`), with A, B, B-A and B/A; leaves that differ come first (marked `*`),
+then the equal ones unless `--only-different`. Above the table: how the two hardware
+descriptions differ, key by key. `--json` prints one document with both reports, the
+hardware differences and the leaves. A and B that resolve to the same hardware are refused:
+the reports would only differ in wall-clock figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from emu.errors import EmuError, InputError, UserError
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# Options the command after `--` may not carry: compare sets the hardware and the output
+# form itself, a file written by both runs would hold only B's, and a command's help is no
+# report (`emu COMMAND --help` shows it).
+RESERVED = ("--preset", "--config", "--set", "--json", "--trace", "--dump", "-o", "--output",
+            "--profile", "--html", "--out", "-h", "--help")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One hardware description: a preset, a config file (or none) and `--set` overrides."""
+
+    name: str
+    preset: str
+    config_file: str | None
+    overrides: tuple[str, ...]
+
+    def hardware(self) -> str:
+        """The side's hardware in one line: preset, config file, overrides."""
+        parts = [f"preset {self.preset}"]
+        if self.config_file:
+            parts.append(f"config {self.config_file}")
+        if self.overrides:
+            parts.append("--set " + " ".join(self.overrides))
+        return "; ".join(parts)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors raise InputError (one line, exit 2) instead of exiting."""
+
+    def error(self, message: str) -> Any:
+        raise InputError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `emu compare` (everything before `--`)."""
+    parser = _Parser(
+        prog="emu compare", usage="emu compare [options] -- COMMAND [ARGS ...]",
+        description="Run one simulating command on two hardware descriptions, A and B, and "
+                    "show every numeric figure of the two JSON reports side by side: A, B, "
+                    "B-A and B/A, the ones that differ first. The command and its arguments "
+                    "come after `--`, as typed after `emu`, without hardware options, "
+                    "--json or output files.",
+        epilog="example: emu compare --a-set vdsp.freq_hz=400MHz --b-set vdsp.freq_hz=1GHz "
+               "-- dsp softmax --shape 16,100")
+    both = parser.add_argument_group("hardware of both sides")
+    both.add_argument("--preset", default="j5", help="hardware preset (default: j5)")
+    both.add_argument("--config", metavar="FILE.toml",
+                      help="partial config layered over the preset")
+    both.add_argument("--set", dest="overrides", action="append", default=[],
+                      metavar="KEY=VALUE", help="override one parameter (repeatable)")
+    for side in ("a", "b"):
+        upper = side.upper()
+        group = parser.add_argument_group(f"hardware of side {upper}")
+        group.add_argument(f"--{side}-preset", metavar="NAME",
+                           help=f"{upper}'s preset instead of --preset")
+        group.add_argument(f"--{side}-config", metavar="FILE.toml",
+                           help=f"{upper}'s config file instead of --config")
+        group.add_argument(f"--{side}-set", dest=f"{side}_overrides", action="append",
+                           default=[], metavar="KEY=VALUE",
+                           help=f"override one parameter for {upper}, after the shared --set "
+                                "(repeatable)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--only-different", action="store_true",
+                     help="show only the figures that differ between A and B")
+    out.add_argument("--json", action="store_true",
+                     help="one JSON document on stdout: both reports, the hardware "
+                          "differences and every numeric figure")
+    return parser
+
+
+def parse(words: Sequence[str]) -> tuple[argparse.Namespace, Side, Side, list[str]]:
+    """Split `emu compare`'s words into its options, the two sides and the command line,
+    checking all of them (and both hardware descriptions) before anything runs."""
+    words = list(words)
+    parser = build_parser()
+    if "--" not in words:
+        if any(w in ("-h", "--help") for w in words):
+            parser.parse_args(["--help"])
+        raise InputError("emu compare: give the command to run after `--`, e.g. emu compare "
+                         "--a-set vdsp.freq_hz=400MHz --b-set vdsp.freq_hz=1GHz -- dsp softmax")
+    cut = words.index("--")
+    args = parser.parse_args(words[:cut])
+    command = words[cut + 1:]
+    if not command or command[0].startswith("-"):
+        raise InputError("emu compare: expected a command after `--`, e.g. `-- dsp softmax`")
+    for word in command:
+        if word.split("=")[0] in RESERVED:
+            if word in ("-h", "--help"):
+                head = itertools.takewhile(lambda w: not w.startswith("-"), command)
+                raise InputError(f"emu compare: {word} after `--`: see the command's options "
+                                 f"with emu {' '.join(head)} --help")
+            raise InputError(f"emu compare: {word} is not allowed after `--` (the hardware "
+                             "goes before `--`, as --a-set/--b-set and the like; output files "
+                             "are not written)")
+    sides = [Side(name, getattr(args, f"{name.lower()}_preset") or args.preset,
+                  getattr(args, f"{name.lower()}_config") or args.config,
+                  tuple([*args.overrides, *getattr(args, f"{name.lower()}_overrides")]))
+             for name in ("A", "B")]
+    return args, sides[0], sides[1], command
+
+
+def hardware_differences(a: Side, b: Side) -> list[dict[str, str]]:
+    """Every configuration key whose value differs between A and B (values as `emu config
+    show` writes them). Raises the configuration's own error for a bad side, and
+    InputError when the two sides resolve to the same hardware."""
+    from emu.soc.config import format_value, load_config
+
+    resolved = []
+    for side in (a, b):
+        try:
+            resolved.append(load_config(side.preset, side.config_file, side.overrides))
+        except UserError as exc:
+            raise type(exc)(f"side {side.name}: {exc}") from None
+    out = [{"key": info.key, "a": format_value(info, value_a), "b": format_value(info, value_b)}
+           for (info, value_a, _), (_, value_b, _) in zip(resolved[0].leaves(),
+                                                          resolved[1].leaves(), strict=True)
+           if value_a != value_b]
+    if not out:
+        raise InputError("emu compare: A and B resolve to the same hardware; make them differ "
+                         "with --a-set/--b-set, --a-config/--b-config or --a-preset/--b-preset")
+    return out
+
+
+def run_side(side: Side, command: Sequence[str]) -> dict[str, Any]:
+    """Run `command` on one side's hardware (in this process, a fresh session) and return its
+    JSON report. A failed run raises: InputError for a user error (the command's own
+    message), EmuError otherwise."""
+    from emu.sweep.runner import run_point
+
+    config_text = None
+    if side.config_file is not None:
+        try:
+            config_text = Path(side.config_file).read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"side {side.name}: --config {side.config_file}: cannot read it "
+                             f"({exc})") from None
+    result = run_point({"argv": list(command), "preset": side.preset,
+                        "config_text": config_text, "overrides": list(side.overrides)})
+    if result["status"] != "ok":
+        message = str(result.get("error") or "failed")
+        # The command's exit status is not passed on, but emu's main says which kind of
+        # error it was: "emu: error: ..." (a user error), "emu CMD: ..." (a usage error),
+        # "emu: failed: ..." (a failure); anything else is an exception that escaped.
+        kind: type[EmuError] = InputError
+        if message.startswith("emu: failed: ") or not message.startswith("emu"):
+            kind = EmuError
+        for prefix in ("emu: error: ", "emu: failed: "):
+            message = message.removeprefix(prefix)
+        raise kind(f"side {side.name} ({side.hardware()}): {message}")
+    report = result["report"]
+    if not isinstance(report, dict):
+        raise EmuError(f"side {side.name}: the report is not a JSON object")
+    return report
+
+
+def numeric_leaves(doc: Any, prefix: str = "") -> Iterator[tuple[str, int | float]]:
+    """Every number in a JSON document with its dotted path (list items by index), in
+    document order. Flags (true/false) are not numbers here."""
+    if isinstance(doc, dict):
+        for key, item in doc.items():
+            yield from numeric_leaves(item, f"{prefix}{key}.")
+    elif isinstance(doc, list):
+        for index, item in enumerate(doc):
+            yield from numeric_leaves(item, f"{prefix}{index}.")
+    elif isinstance(doc, int | float) and not isinstance(doc, bool):
+        yield prefix[:-1], doc
+
+
+def leaves(report_a: Any, report_b: Any) -> list[dict[str, Any]]:
+    """The numeric leaves of both reports side by side: path, a, b, delta (b - a), ratio
+    (b / a) and whether they differ. A leaf only one report has is None on the other side
+    (and differs). Differing leaves come first, each group in document order (A's, then
+    what only B has)."""
+    a, b = dict(numeric_leaves(report_a)), dict(numeric_leaves(report_b))
+    paths = list(a) + [path for path in b if path not in a]
+    rows = []
+    for path in paths:
+        va, vb = a.get(path), b.get(path)
+        delta = ratio = None
+        if va is not None and vb is not None:
+            delta = vb - va
+            ratio = vb / va if va != 0 else None
+            if isinstance(delta, float) and not math.isfinite(delta):
+                delta = None
+        rows.append({"path": path, "a": va, "b": vb, "delta": delta, "ratio": ratio,
+                     "differs": va is None or vb is None or va != vb})
+    return sorted(rows, key=lambda row: not row["differs"])
+
+
+def compare(a: Side, b: Side, command: Sequence[str]) -> dict[str, Any]:
+    """Run `command` on A and on B and build the comparison document (what `--json`
+    prints)."""
+    hardware = hardware_differences(a, b)
+    report_a = run_side(a, command)
+    report_b = run_side(b, command)
+    rows = leaves(report_a, report_b)
+    return {"command": list(command),
+            "a": {"preset": a.preset, "config_file": a.config_file,
+                  "overrides": list(a.overrides), "report": report_a},
+            "b": {"preset": b.preset, "config_file": b.config_file,
+                  "overrides": list(b.overrides), "report": report_b},
+            "hardware_differences": hardware,
+            "differing": sum(1 for row in rows if row["differs"]),
+            "leaves": rows}
+
+
+def text(doc: dict[str, Any], a: Side, b: Side, only_different: bool = False) -> str:
+    """The comparison as text: the two sides, how their hardware differs, then the table."""
+    from emu.report.table import render
+
+    lines = [f"emu compare -- {' '.join(doc['command'])}", f"A: {a.hardware()}",
+             f"B: {b.hardware()}",
+             "hardware: " + "; ".join(f"{d['key']} {d['a']} -> {d['b']}"
+                                      for d in doc["hardware_differences"])]
+    rows = [row for row in doc["leaves"] if row["differs"] or not only_different]
+    cells = [["*" if row["differs"] else "", row["path"], _number(row["a"]),
+              _number(row["b"]), _number(row["delta"], signed=True), _ratio(row["ratio"])]
+             for row in rows]
+    for column in range(2, 6):  # numbers right-aligned: pad each column to its widest cell
+        width = max([len(line[column]) for line in cells], default=0)
+        for line in cells:
+            line[column] = line[column].rjust(width)
+    total = len(doc["leaves"])
+    title = (f"{doc['differing']} of {total} figures differ"
+             + (" (only those shown)" if only_different else "; * marks them, first"))
+    lines += ["", render(["", "figure", "A", "B", "B-A", "B/A"], cells, title=title)]
+    return "\n".join(lines)
+
+
+def run_compare_cli(words: Sequence[str],
+                    emit_json: Callable[[Any], None] | None = None) -> int:
+    """`emu compare WORDS...` (the words after `compare`): prints the comparison and
+    returns the exit status, as `emu.cli.main` does: 0, 2 for a user error, 1 for a
+    failure, with one line on stderr."""
+    try:
+        try:
+            args, a, b, command = parse(words)
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        doc = compare(a, b, command)
+        if args.json:
+            if emit_json is None:
+                from emu.report.document import dumps
+
+                sys.stdout.write(dumps(doc))
+            else:
+                emit_json(doc)
+        else:
+            print(text(doc, a, b, args.only_different))
+        return EXIT_OK
+    except UserError as exc:
+        print(f"emu: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EmuError as exc:
+        print(f"emu: failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _number(item: int | float | None, signed: bool = False) -> str:
+    if item is None:
+        return "-"
+    if isinstance(item, int):
+        return f"{item:+d}" if signed and item else str(item)
+    return f"{item:+.6g}" if signed and item else f"{item:.6g}"
+
+
+def _ratio(item: float | None) -> str:
+    return "-" if item is None else f"{item:.4g}"

@@ -1,0 +1,1 @@
+"""Tests of emu.sweep: specs, the store, running sweeps."""

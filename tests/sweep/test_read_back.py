@@ -1,0 +1,101 @@
+"""`emu sweep show|export|plot`: a sweep read back from its store, nothing run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+import emu.sweep
+from emu.cli.main import main
+
+SPEC = """
+[scenario]
+command = "dsp"
+args = ["softmax", "--shape", "8,100"]
+metrics = { total = "total_ms", cycles = "cores.0.kernel_cycles" }
+
+[axes]
+mode = "grid"
+"vdsp.freq_hz" = ["400MHz", "1GHz"]
+"vdsp.idma.channels" = [1, 2]
+"""
+
+
+@pytest.fixture
+def swept(write_spec):
+    spec = write_spec(SPEC)
+    rows = emu.sweep.run(spec, workers=0, store=spec.with_suffix(".sqlite"))
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    return spec, rows
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_show_reads_the_store_and_runs_nothing(swept, capsys):
+    spec, rows = swept
+    code, out, _ = _run(capsys, "sweep", "show", str(spec), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [p["total"] for p in doc["points"]] == [r["metrics"]["total"] for r in rows]
+    assert all(r["cached"] for r in emu.sweep.stored(spec, spec.with_suffix(".sqlite")))
+    code, out, _ = _run(capsys, "sweep", "show", str(spec), "--columns", "vdsp.freq_hz,cycles")
+    assert code == 0 and "1GHz" in out and "cycles" in out
+
+
+def test_a_point_not_stored_shows_as_missing(swept, write_spec):
+    spec, _ = swept
+    more = write_spec(SPEC.replace('["400MHz", "1GHz"]', '["400MHz", "1GHz", "800MHz"]'),
+                      "more.toml")
+    rows = emu.sweep.stored(more, spec.with_suffix(".sqlite"))
+    assert [r["status"] for r in rows] == ["ok"] * 4 + ["missing"] * 2
+
+
+def test_export_writes_csv_and_plot_writes_each_chart(swept, capsys, tmp_path):
+    spec, rows = swept
+    out_csv = tmp_path / "points.csv"
+    assert _run(capsys, "sweep", "export", str(spec), "-o", str(out_csv))[0] == 0
+    table = list(csv.DictReader(io.StringIO(out_csv.read_text())))
+    assert [float(r["total"]) for r in table] == [r["metrics"]["total"] for r in rows]
+    charts = {
+        "line.png": ["line", "--x", "vdsp.freq_hz", "--y", "total", "--series",
+                     "vdsp.idma.channels"],
+        "heat.svg": ["heatmap", "--x", "vdsp.freq_hz", "--y", "vdsp.idma.channels",
+                     "--metric", "cycles"],
+        "front.png": ["pareto", "--a", "total", "--b", "cycles"],
+        "fixed.png": ["line", "--x", "vdsp.freq_hz", "--y", "total", "--where",
+                      "vdsp.idma.channels=2"],
+    }
+    for name, argv in charts.items():
+        target = tmp_path / name
+        code, _, err = _run(capsys, "sweep", "plot", str(spec), *argv, "-o", str(target))
+        assert code == 0, err
+        first = target.read_bytes()
+        assert first.startswith(b"\x89PNG" if name.endswith("png") else b"<?xml")
+        _run(capsys, "sweep", "plot", str(spec), *argv, "-o", str(target))
+        assert target.read_bytes() == first  # same rows, same bytes
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["plot", "{spec}", "line", "--x", "vdsp.freq_hz", "-o", "{t}/x.png"], "needs --y"),
+    (["plot", "{spec}", "line", "--x", "nope", "--y", "total", "-o", "{t}/x.png"], "nope"),
+    (["plot", "{spec}", "line", "--x", "vdsp.freq_hz", "--y", "total", "-o", "{t}/x.gif"],
+     ".png or .svg"),
+    (["plot", "{spec}", "line", "--x", "vdsp.freq_hz", "--y", "total", "--where",
+      "vdsp.idma.channels=7", "-o", "{t}/x.png"], "no point has"),
+    (["export", "{spec}", "-o", "{t}/x.xlsx"], ".csv or .parquet"),
+    (["show", "{spec}", "--store", "{t}/none.sqlite"], "no such file"),
+    (["show", "{spec}", "--columns", "speed"], "unknown column"),
+])
+def test_bad_read_back_requests_exit_2_with_one_line(swept, capsys, tmp_path, argv, needle):
+    spec, _ = swept
+    words = [w.replace("{spec}", str(spec)).replace("{t}", str(tmp_path)) for w in argv]
+    code, out, err = _run(capsys, "sweep", *words)
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "x.png").exists() and not (tmp_path / "x.gif").exists()

@@ -6,8 +6,10 @@
                 [--only-different] [--json]
                 -- COMMAND [ARGS ...]
 
-`--preset`, `--config` and `--set` describe the hardware both sides share; `--a-*` and
-`--b-*` make each side what it is: `--a-preset` replaces the preset for A, `--a-config`
+The short form of the contract, two hardware items in order (`emu compare --config A.toml
+--config B.toml -- ...`, or `--set K=V1 --set K=V2`, or one of each), is side A then side
+B. Otherwise `--preset`, `--config` and `--set` describe the hardware both sides share, and
+`--a-*` and `--b-*` make each side what it is: `--a-preset` replaces the preset for A, `--a-config`
 replaces the config file for A, and `--a-set` overrides are applied after the shared ones
 (so they win). For example, the DSP at two clocks:
 
@@ -112,6 +114,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _ordered_sides(words: list[str]) -> list[str]:
+    """The contract's short form, `emu compare (--config A.toml | --set K=V) (--config
+    B.toml | --set K=V) -- ...`: without any --a-*/--b-* option, exactly two hardware items
+    (each a --config or a --set) are side A then side B. Anything else is left as it is
+    (shared --preset/--config/--set with --a-*/--b-*)."""
+    if any(w.startswith(("--a-", "--b-")) for w in words):
+        return words
+    items: list[tuple[str, str]] = []
+    rest: list[str] = []
+    k = 0
+    while k < len(words):
+        word = words[k]
+        flag, eq, value = word.partition("=")
+        if flag in ("--config", "--set"):
+            if not eq:
+                if k + 1 >= len(words):
+                    return words  # let the parser say what is missing
+                value, k = words[k + 1], k + 1
+            items.append((flag, value))
+        else:
+            rest.append(word)
+        k += 1
+    if len(items) != 2:
+        return words
+    return [*rest, *(w for (flag, value), side in zip(items, "ab", strict=True)
+                     for w in (f"--{side}-{flag[2:]}", value))]
+
+
 def parse(words: Sequence[str]) -> tuple[argparse.Namespace, Side, Side, list[str]]:
     """Split `emu compare`'s words into its options, the two sides and the command line,
     checking all of them (and both hardware descriptions) before anything runs."""
@@ -123,7 +153,7 @@ def parse(words: Sequence[str]) -> tuple[argparse.Namespace, Side, Side, list[st
         raise InputError("emu compare: give the command to run after `--`, e.g. emu compare "
                          "--a-set vdsp.freq_hz=400MHz --b-set vdsp.freq_hz=1GHz -- dsp softmax")
     cut = words.index("--")
-    args = parser.parse_args(words[:cut])
+    args = parser.parse_args(_ordered_sides(words[:cut]))
     command = words[cut + 1:]
     if not command or command[0].startswith("-"):
         raise InputError("emu compare: expected a command after `--`, e.g. `-- dsp softmax`")

@@ -116,3 +116,23 @@ def test_help(capsys):
     assert compare.run_compare_cli(["--help"]) == 0
     out = capsys.readouterr().out
     assert "--a-set KEY=VALUE" in out and "-- COMMAND [ARGS ...]" in out
+
+
+def test_the_contracts_short_form_is_side_a_then_side_b(tmp_path, capsys):
+    from emu.cli.main import main
+
+    slow, fast = tmp_path / "slow.toml", tmp_path / "fast.toml"
+    slow.write_text('[vdsp]\nfreq_hz = "400MHz"\n')
+    fast.write_text('[vdsp]\nfreq_hz = "1GHz"\n')
+    runs = {}
+    for name, hardware in (
+            ("configs", ["--config", str(slow), "--config", str(fast)]),
+            ("sets", ["--set", "vdsp.freq_hz=400MHz", "--set=vdsp.freq_hz=1GHz"]),
+            ("mixed", ["--config", str(slow), "--set", "vdsp.freq_hz=1GHz"]),
+            ("long", ["--a-set", "vdsp.freq_hz=400MHz", "--b-set", "vdsp.freq_hz=1GHz"])):
+        assert main(["compare", *hardware, "--json", "--", "dsp", "softmax", "--shape",
+                     "16,100"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        runs[name] = {d["key"]: (d["a"], d["b"]) for d in doc["hardware_differences"]}
+    assert runs["configs"] == runs["sets"] == runs["mixed"] == runs["long"]
+    assert list(runs["long"]) == ["vdsp.freq_hz"]

@@ -359,9 +359,9 @@ def _main(argv: Sequence[str] | None) -> int:
     if words[:1] == ["sweep"]:  # emu.sweep parses its own actions
         return _sweep(words[1:])
     if words[:1] == ["compare"]:  # its command follows `--`: parsed there
-        from emu.sweep.compare import run_compare_cli
+        from emu.sweep import compare
 
-        return run_compare_cli(words[1:], _emit_json)
+        return _self_parsing(lambda: compare.run_compare(words[1:], _emit_json))
     parser = build_parser()
     try:
         args = parser.parse_args(words)
@@ -417,27 +417,22 @@ def _dsp_cv(words: list[str]) -> int:
 
         return outputs.check_file(flag, path)
 
-    try:
-        return cv_commands.run_cv(words, _Parser, [_hardware_options(), _output_options(True)],
-                                  _whole, _real, _resolve, check_file, _emit_json)
-    except _UsageError as exc:
-        print(f"{exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    except UserError as exc:
-        print(f"emu: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except EmuError as exc:
-        print(f"emu: failed: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+    return _self_parsing(lambda: cv_commands.run_cv(
+        words, _Parser, [_hardware_options(), _output_options(True)], _whole, _real, _resolve,
+        check_file, _emit_json))
 
 
 def _sweep(words: list[str]) -> int:
     from emu.sweep import command
 
+    return _self_parsing(lambda: command.run_sweep_cli(words, _Parser, _whole, _emit_json))
+
+
+def _self_parsing(run: Callable[[], int]) -> int:
+    """Run a command that parses its own words (`dsp cv`, `sweep`, `compare`), with the exit
+    codes and one-line messages of `_main`."""
     try:
-        return command.run_sweep_cli(words, _Parser, _whole, _emit_json)
+        return run()
     except _UsageError as exc:
         print(f"{exc}", file=sys.stderr)
         return EXIT_USAGE

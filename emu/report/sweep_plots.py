@@ -168,14 +168,14 @@ def pareto(rows: Sequence[Row], a: str, b: str, minimize: tuple[bool, bool] = (T
             color="tab:red", marker="o", label="Pareto front")
     # Each label is the point's axis values in the order the title names the axes; points
     # at the same spot share one label, a line each.
-    names = _names([rows[k] for k in drawn], "axes")
+    axes = names([rows[k] for k in drawn], "axes")
     labels: dict[tuple[float, float], list[int]] = {}
     for k in drawn if len(drawn) <= _LABEL_LIMIT else best:
         labels.setdefault((float(rows[k]["metrics"][a]), float(rows[k]["metrics"][b])),
                           []).append(k)
     for spot, ks in labels.items():
         text = "\n".join(", ".join(_text_of(name, _key((rows[k].get("axes") or {}).get(name)))
-                                   for name in names) for k in ks)
+                                   for name in axes) for k in ks)
         ax.annotate(text, spot, fontsize=7, xytext=(5, 3), textcoords="offset points",
                     color="tab:red" if any(k in front for k in ks) else "0.3")
     ax.margins(x=0.2, y=0.1)
@@ -185,7 +185,7 @@ def pareto(rows: Sequence[Row], a: str, b: str, minimize: tuple[bool, bool] = (T
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title or f"{b} against {a}: {len(front)} of {len(drawn)} points on the front"
-                 + (f"\npoints labelled {', '.join(names)}" if names else ""), fontsize=10)
+                 + (f"\npoints labelled {', '.join(axes)}" if axes else ""), fontsize=10)
     return _save(fig, fmt)
 
 
@@ -246,21 +246,21 @@ def _check_format(fmt: str) -> None:
 
 
 def _check_axis(rows: Sequence[Row], axis: str) -> None:
-    names = _names(rows, "axes")
+    known = names(rows, "axes")
     if not rows:
         raise InputError("no points to draw")
-    if axis not in names:
+    if axis not in known:
         raise InputError(f"unknown axis {axis!r}: the sweep's axes are "
-                         f"{', '.join(names) or '(none)'}")
+                         f"{', '.join(known) or '(none)'}")
 
 
 def _check_metric(rows: Sequence[Row], metric: str) -> None:
-    names = _names(rows, "metrics")
+    known = names(rows, "metrics")
     if not rows:
         raise InputError("no points to draw")
-    if metric not in names:
+    if metric not in known:
         raise InputError(f"unknown metric {metric!r}: the sweep's metrics are "
-                         f"{', '.join(names) or '(none)'}")
+                         f"{', '.join(known) or '(none)'}")
     if not any(_number(row, metric) for row in rows):
         raise InputError(f"metric {metric!r} has no numeric value in any point")
 
@@ -288,7 +288,8 @@ def _check_single(points: Sequence[Row], drawn: Sequence[str], metric: str) -> N
         seen[spot] = row
 
 
-def _names(rows: Sequence[Row], section: str) -> list[str]:
+def names(rows: Sequence[Row], section: str) -> list[str]:
+    """The names under `section` ("axes" or "metrics") of the rows, in first-seen order."""
     seen: dict[str, None] = {}
     for row in rows:
         for name in row.get(section) or {}:

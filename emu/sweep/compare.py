@@ -43,7 +43,7 @@ from typing import Any
 
 from emu.errors import EmuError, InputError, UserError
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_OK = 0
 # Options the command after `--` may not carry: compare sets the hardware and the output
 # form itself, a file written by both runs would hold only B's, and a command's help is no
 # report (`emu COMMAND --help` shows it).
@@ -301,33 +301,24 @@ def text(doc: dict[str, Any], a: Side, b: Side, only_different: bool = False) ->
     return "\n".join(lines)
 
 
-def run_compare_cli(words: Sequence[str],
-                    emit_json: Callable[[Any], None] | None = None) -> int:
-    """`emu compare WORDS...` (the words after `compare`): prints the comparison and
-    returns the exit status, as `emu.cli.main` does: 0, 2 for a user error, 1 for a
-    failure, with one line on stderr."""
+def run_compare(words: Sequence[str], emit_json: Callable[[Any], None] | None = None) -> int:
+    """`emu compare WORDS...` (the words after `compare`): prints the comparison and returns
+    0; a user error raises UserError (the CLI turns it into one line and exit 2)."""
     try:
-        try:
-            args, a, b, command = parse(words)
-        except SystemExit as exc:  # --help
-            return int(exc.code or 0)
-        doc = compare(a, b, command)
-        if args.json:
-            if emit_json is None:
-                from emu.report.document import dumps
+        args, a, b, command = parse(words)
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    doc = compare(a, b, command)
+    if args.json:
+        if emit_json is None:
+            from emu.report.document import dumps
 
-                sys.stdout.write(dumps(doc))
-            else:
-                emit_json(doc)
+            sys.stdout.write(dumps(doc))
         else:
-            print(text(doc, a, b, args.only_different))
-        return EXIT_OK
-    except UserError as exc:
-        print(f"emu: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except EmuError as exc:
-        print(f"emu: failed: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+            emit_json(doc)
+    else:
+        print(text(doc, a, b, args.only_different))
+    return EXIT_OK
 
 
 def _number(item: int | float | None, signed: bool = False) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from emu.errors import InputError
+from emu.report.sweep_plots import names
 
 Row = Mapping[str, Any]
 FIELDS = ("status", "error", "key", "cached", "seconds")
@@ -31,12 +32,12 @@ FIELDS = ("status", "error", "key", "cached", "seconds")
 
 def axis_names(rows: Sequence[Row]) -> list[str]:
     """Every axis of the rows, in the order they first appear."""
-    return _names(rows, "axes")
+    return names(rows, "axes")
 
 
 def metric_names(rows: Sequence[Row]) -> list[str]:
     """Every metric of the rows, in the order they first appear."""
-    return _names(rows, "metrics")
+    return names(rows, "metrics")
 
 
 def default_columns(rows: Sequence[Row]) -> list[str]:
@@ -174,14 +175,6 @@ def _same(item: Any, text: str) -> bool:
         except ValueError:
             return False
     return False
-
-
-def _names(rows: Sequence[Row], section: str) -> list[str]:
-    seen: dict[str, None] = {}
-    for row in rows:
-        for name in row.get(section) or {}:
-            seen.setdefault(name, None)
-    return list(seen)
 
 
 def _listing(names: Sequence[str]) -> str:

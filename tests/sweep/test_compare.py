@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from emu.cli.main import main
 from emu.sweep import compare
 
 DSP = ["dsp", "softmax", "--shape", "16,100"]
@@ -69,8 +70,8 @@ def test_the_text_puts_the_hardware_first_and_marks_what_differs(doc):
 
 
 def test_the_command_line(capsys):
-    code = compare.run_compare_cli(["--set", "ddr.policy=fair", *CLOCKS, "--only-different",
-                                    "--", *DSP])
+    code = main(["compare", "--set", "ddr.policy=fair", *CLOCKS, "--only-different", "--",
+                 *DSP])
     out = capsys.readouterr().out
     assert code == 0
     assert "B: preset j5; --set ddr.policy=fair vdsp.freq_hz=1GHz" in out
@@ -106,21 +107,19 @@ def test_leaves_pair_numbers_by_path():
 def test_mistakes_are_one_line_and_exit_2(capsys, words, message):
     import re
 
-    assert compare.run_compare_cli(words) == 2
+    assert main(["compare", *words]) == 2
     err = capsys.readouterr().err
     assert err.startswith("emu: error: ") and err.count("\n") == 1
     assert re.search(message, err), err
 
 
 def test_help(capsys):
-    assert compare.run_compare_cli(["--help"]) == 0
+    assert main(["compare", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--a-set KEY=VALUE" in out and "-- COMMAND [ARGS ...]" in out
 
 
 def test_the_contracts_short_form_is_side_a_then_side_b(tmp_path, capsys):
-    from emu.cli.main import main
-
     slow, fast = tmp_path / "slow.toml", tmp_path / "fast.toml"
     slow.write_text('[vdsp]\nfreq_hz = "400MHz"\n')
     fast.write_text('[vdsp]\nfreq_hz = "1GHz"\n')

@@ -74,3 +74,55 @@ def assert_within_one(out: np.ndarray, ref: np.ndarray, what: str = "",
     assert diff.max(initial=0) <= 1, (what, int(diff.max(initial=0)))
     assert np.count_nonzero(diff) <= max(1, int(ref.size * share)), (what,
                                                                        np.count_nonzero(diff))
+
+
+def run_preempted(name: str, img: np.ndarray, at_ps: int | None,
+                  **values: Any) -> tuple[np.ndarray, int, int]:
+    """Operator `name` on the uint8 grey `img` (defaults, then `values`) on core 0 of a SoC
+    with little free TCM (many tiles); at `at_ps` a priority-255 task takes the core between
+    two tiles and overwrites its whole TCM. The output, the end time and the preemptions."""
+    from emu.chip import Soc
+    from emu.soc.config import load_config
+    from emu.soc.sched import Stage, Task
+    from emu.vdsp import ops
+    from emu.vdsp.ops import image_args
+
+    op = cv.cv_operator(name)
+    assert op is not None
+    chosen = {**op.defaults(), **values}
+    soc = Soc(load_config(overrides=["vdsp.tcm.reserved_bytes=110KiB"])).build()
+    h, w = img.shape
+    width, height, _, etype, _ = op.output(
+        [image_args.Image(w, h, 1, image_args.TYPE_U8, w, 0)], chosen)
+    size = image_args.DTYPES[etype].itemsize
+    src = soc.pool.alloc(img.nbytes, cached=False)
+    src.data[:] = img.reshape(-1)
+    out = soc.pool.alloc(width * height * size, cached=False)
+    block = soc.pool.alloc(image_args.ARGS_BYTES, cached=False)
+    block.data[:] = np.frombuffer(image_args.pack(
+        [image_args.Image(w, h, 1, image_args.TYPE_U8, w, src.phys_addr)],
+        image_args.Image(width, height, 1, etype, width * size, out.phys_addr),
+        op.encode(chosen)), np.uint8)
+    core = soc.vdsp.hw[0]
+    body = ops.lookup(op.cmd)
+    assert body is not None
+
+    def stage(slot: Any) -> Any:
+        return (yield from body.run(core, slot, block, out))
+
+    def scribble(slot: Any) -> Any:
+        core.tcm.data[:] = 0x77
+        yield slot.env.timeout(1000)
+
+    task = Task(name, [Stage(name, stage)], core=0)
+    soc.vdsp.submit(task)
+    if at_ps is not None:
+        def later() -> Any:
+            yield soc.env.timeout(at_ps)
+            soc.vdsp.submit(Task("urgent", [Stage("urgent", scribble)], priority=255, core=0))
+
+        soc.env.process(later())
+    soc.run()
+    assert task.error is None, task.error
+    result = out.data[: width * height * size].view(image_args.DTYPES[etype])
+    return result.reshape(height, width).copy(), task.finished_ps, task.preemptions

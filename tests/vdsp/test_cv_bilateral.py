@@ -27,6 +27,7 @@ from tests.vdsp.cv_support import (
     opencv_dispatches,
     rgb,
     run_cv,
+    run_preempted,
 )
 
 
@@ -185,60 +186,14 @@ def test_errors_reach_the_caller() -> None:
         run_cv("bilateral_filter", [noise(8, 64)], sigmaColor=-1.0)
 
 
-def _preempted_run(src: np.ndarray, at_ps: int | None) -> tuple[np.ndarray, int, int]:
-    """bilateral_filter (defaults but d = 5) on core 0 of a SoC with little free TCM (many
-    tiles); at `at_ps` a priority-255 task takes the core between tiles and overwrites the
-    whole TCM, colour-weight table included. The output, the end time, the preemptions."""
-    from emu.chip import Soc
-    from emu.soc.config import load_config
-    from emu.soc.sched import Stage, Task
-    from emu.vdsp import ops
-    from emu.vdsp.ops import image_args
-
-    op = cv.cv_operator("bilateral_filter")
-    assert op is not None
-    soc = Soc(load_config(overrides=["vdsp.tcm.reserved_bytes=110KiB"])).build()
-    h, w = src.shape
-    inp = soc.pool.alloc(src.nbytes, cached=False)
-    inp.data[:] = src.reshape(-1)
-    out = soc.pool.alloc(src.nbytes, cached=False)
-    block = soc.pool.alloc(image_args.ARGS_BYTES, cached=False)
-    values = {**op.defaults(), "d": 5}
-    block.data[:] = np.frombuffer(image_args.pack(
-        [Image(w, h, 1, TYPE_U8, w, inp.phys_addr)], Image(w, h, 1, TYPE_U8, w, out.phys_addr),
-        op.encode(values)), np.uint8)
-    core = soc.vdsp.hw[0]
-    body = ops.lookup(op.cmd)
-    assert body is not None
-
-    def filtering(slot):
-        return (yield from body.run(core, slot, block, out))
-
-    def scribble(slot):
-        core.tcm.data[:] = 0x5A
-        yield slot.env.timeout(1000)
-
-    task = Task("bilateral", [Stage("bilateral", filtering)], core=0)
-    soc.vdsp.submit(task)
-    if at_ps is not None:
-        def urgent():
-            yield soc.env.timeout(at_ps)
-            soc.vdsp.submit(Task("urgent", [Stage("urgent", scribble)], priority=255, core=0))
-
-        soc.env.process(urgent())
-    soc.run()
-    assert task.error is None, task.error
-    return out.data.reshape(h, w).copy(), task.finished_ps, task.preemptions
-
-
 def test_a_preemptor_that_overwrites_the_tcm_leaves_the_output_intact() -> None:
     src = gray(120, 200)
     want = reference(src, 5, 75.0, 75.0)
-    out, end_ps, _ = _preempted_run(src, None)
+    out, end_ps, _ = run_preempted("bilateral_filter", src, None, d=5)
     assert_same(out, want, "not preempted")
     preempted = 0
     for at_ps in np.linspace(0, end_ps, 6, dtype=np.int64).tolist()[1:-1]:
-        out, _, preemptions = _preempted_run(src, at_ps)
+        out, _, preemptions = run_preempted("bilateral_filter", src, at_ps, d=5)
         assert_same(out, want, f"preempted at {at_ps} ps")
         preempted += preemptions
     assert preempted >= 3

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import cv2
 import numpy as np
 import pytest
 
 from emu.errors import InputError
-from emu.vdsp.ops import cv, image_args
+from emu.vdsp.ops import cv
 from emu.vdsp.ops.image_args import TYPE_F32, TYPE_U8, Image
-from tests.vdsp.cv_support import BORDER_MODES, LARGE, SIZES, assert_same, gray, noise, run_cv
+from tests.vdsp.cv_support import (
+    BORDER_MODES,
+    LARGE,
+    SIZES,
+    assert_same,
+    gray,
+    noise,
+    run_cv,
+    run_preempted,
+)
 
 HARRIS_BOUND = 2e-6
 """Largest |DSP - OpenCV| of cornerHarris, relative to the image's largest |response|."""
@@ -84,59 +91,14 @@ def test_canny_wide_image_in_strips() -> None:
     _canny(_blurred_noise(6, 5000, 3), 10, 60)
 
 
-def _preempted(img: np.ndarray, at_ps: int | None, **values: Any) -> tuple[np.ndarray, int,
-                                                                            int]:
-    """canny on `img` on core 0 of a SoC with little free TCM; at `at_ps` a priority-255
-    task takes the core between two tiles and overwrites its whole TCM. The output, the end
-    time and the number of preemptions."""
-    from emu.chip import Soc
-    from emu.soc.config import load_config
-    from emu.soc.sched import CoreSlot, Stage, Task
-    from emu.vdsp import ops
-
-    op = cv.cv_operator("canny")
-    assert op is not None
-    soc = Soc(load_config(overrides=["vdsp.tcm.reserved_bytes=110KiB"])).build()
-    h, w = img.shape
-    src = soc.pool.alloc(img.nbytes, cached=False)
-    src.data[:] = img.reshape(-1)
-    out = soc.pool.alloc(img.nbytes, cached=False)
-    block = soc.pool.alloc(image_args.ARGS_BYTES, cached=False)
-    block.data[:] = np.frombuffer(image_args.pack(
-        [Image(w, h, 1, TYPE_U8, w, src.phys_addr)], Image(w, h, 1, TYPE_U8, w, out.phys_addr),
-        op.encode({**op.defaults(), **values})), np.uint8)
-    core = soc.vdsp.hw[0]
-    body = ops.lookup(op.cmd)
-    assert body is not None
-
-    def stage(slot: CoreSlot) -> Any:
-        return (yield from body.run(core, slot, block, out))
-
-    def scribble(slot: CoreSlot) -> Any:
-        core.tcm.data[:] = 0x77
-        yield slot.env.timeout(1000)
-
-    task = Task("canny", [Stage("canny", stage)], core=0)
-    soc.vdsp.submit(task)
-    if at_ps is not None:
-        def later() -> Any:
-            yield soc.env.timeout(at_ps)
-            soc.vdsp.submit(Task("urgent", [Stage("urgent", scribble)], priority=255, core=0))
-
-        soc.env.process(later())
-    soc.run()
-    assert task.error is None, task.error
-    return out.data[: img.size].reshape(h, w).copy(), task.finished_ps, task.preemptions
-
-
 def test_canny_resumes_its_passes_after_a_preemption() -> None:
     img = _blurred_noise(120, 200, 7)
     want = cv2.Canny(img, 2, 30)
-    out, end_ps, _ = _preempted(img, None, threshold1=2.0, threshold2=30.0)
+    out, end_ps, _ = run_preempted("canny", img, None, threshold1=2.0, threshold2=30.0)
     assert_same(out, want)
     preempted = 0
     for at_ps in np.linspace(0, end_ps, 7, dtype=np.int64).tolist()[1:-1]:
-        out, _, preemptions = _preempted(img, at_ps, threshold1=2.0, threshold2=30.0)
+        out, _, preemptions = run_preempted("canny", img, at_ps, threshold1=2.0, threshold2=30.0)
         assert_same(out, want, f"preempted at {at_ps} ps")
         preempted += preemptions
     assert preempted >= 3

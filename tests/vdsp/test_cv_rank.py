@@ -13,7 +13,17 @@ from emu.errors import InputError
 from emu.runtime import hbdsp, hbsys
 from emu.runtime.session import Session
 from emu.vdsp.ops import cv, cv_rank, image_args
-from tests.vdsp.cv_support import BORDER_MODES, LARGE, SIZES, assert_same, gray, noise, rgb, run_cv
+from tests.vdsp.cv_support import (
+    BORDER_MODES,
+    LARGE,
+    SIZES,
+    assert_same,
+    gray,
+    noise,
+    rgb,
+    run_cv,
+    run_preempted,
+)
 
 # --- the selection networks --------------------------------------------------------------------
 
@@ -264,15 +274,13 @@ def test_doubling_pays_for_long_windows_over_many_rows_only():
 
 @pytest.mark.parametrize("name", ["median_blur", "dilate"])
 def test_a_preemptor_that_scribbles_over_the_tcm_leaves_the_output_intact(name):
-    from tests.vdsp.test_cv_stats import _run_preempted
-
     img = gray(150, 300)
     want = cv2.medianBlur(img, 3) if name == "median_blur" else _ref(name, img)
-    out, end_ps, _ = _run_preempted(name, img, None)
+    out, end_ps, _ = run_preempted(name, img, None)
     assert_same(out, want)
     preempted = 0
     for at_ps in np.linspace(0, end_ps, 6, dtype=np.int64).tolist()[1:-1]:
-        out, _, preemptions = _run_preempted(name, img, at_ps)
+        out, _, preemptions = run_preempted(name, img, at_ps)
         assert_same(out, want, f"preempted at {at_ps} ps")
         preempted += preemptions
     assert preempted >= 2

@@ -10,7 +10,7 @@ from emu.errors import InputError
 from emu.runtime import hbdsp, hbsys
 from emu.runtime.session import Session
 from emu.vdsp.ops import cv, cv_stats, image_args
-from tests.vdsp.cv_support import LARGE, SIZES, assert_same, gray, noise, rgb, run_cv
+from tests.vdsp.cv_support import LARGE, SIZES, assert_same, gray, noise, rgb, run_cv, run_preempted
 
 # --- integral ----------------------------------------------------------------------------------
 
@@ -138,65 +138,15 @@ def test_the_dsp_refuses_a_hand_made_block_with_a_colour_image(name):
 # --- preemption --------------------------------------------------------------------------------
 
 
-def _run_preempted(name: str, img: np.ndarray, at_ps: int | None) -> tuple[
-        np.ndarray, int, int]:
-    """`name` on `img` on core 0 of a small-TCM SoC; at `at_ps` a priority-255 task takes
-    the core between two tiles and writes over its whole TCM. The output, the end time and
-    the preemptions."""
-    from emu.chip import Soc
-    from emu.soc.config import load_config
-    from emu.soc.sched import Stage, Task
-    from emu.vdsp import ops
-
-    op = cv.cv_operator(name)
-    soc = Soc(load_config(overrides=["vdsp.tcm.reserved_bytes=110KiB"])).build()
-    spec = op.output([image_args.Image(img.shape[1], img.shape[0], 1, image_args.TYPE_U8,
-                                       img.shape[1], 0)], op.defaults())
-    width, height, _, etype, _ = spec
-    size = image_args.DTYPES[etype].itemsize
-    src = soc.pool.alloc(img.nbytes, cached=False)
-    src.data[:] = img.reshape(-1)
-    out = soc.pool.alloc(width * height * size, cached=False)
-    block = soc.pool.alloc(image_args.ARGS_BYTES, cached=False)
-    block.data[:] = np.frombuffer(image_args.pack(
-        [image_args.Image(img.shape[1], img.shape[0], 1, image_args.TYPE_U8, img.shape[1],
-                          src.phys_addr)],
-        image_args.Image(width, height, 1, etype, width * size, out.phys_addr),
-        op.encode(op.defaults())), np.uint8)
-    core = soc.vdsp.hw[0]
-    body = ops.lookup(op.cmd)
-    assert body is not None
-
-    def stage(slot):
-        return (yield from body.run(core, slot, block, out))
-
-    def scribble(slot):
-        core.tcm.data[:] = 0x77
-        yield slot.env.timeout(1000)
-
-    low = Task(name, [Stage(name, stage)], core=0)
-    soc.vdsp.submit(low)
-    if at_ps is not None:
-        def later():
-            yield soc.env.timeout(at_ps)
-            soc.vdsp.submit(Task("urgent", [Stage("urgent", scribble)], priority=255, core=0))
-
-        soc.env.process(later())
-    soc.run()
-    assert low.error is None, low.error
-    result = out.data.view(image_args.DTYPES[etype]).reshape(height, width).copy()
-    return result, low.finished_ps, low.preemptions
-
-
 @pytest.mark.parametrize("name", ["integral", "equalize_hist"])
 def test_a_preemptor_that_scribbles_over_the_tcm_leaves_the_output_intact(name):
     img = gray(200, 300)
     want = cv2.integral(img) if name == "integral" else cv2.equalizeHist(img)
-    out, end_ps, _ = _run_preempted(name, img, None)
+    out, end_ps, _ = run_preempted(name, img, None)
     assert_same(out, want)
     preempted = 0
     for at_ps in np.linspace(0, end_ps, 9, dtype=np.int64).tolist()[1:-1]:
-        out, _, preemptions = _run_preempted(name, img, at_ps)
+        out, _, preemptions = run_preempted(name, img, at_ps)
         assert_same(out, want, f"preempted at {at_ps} ps")
         preempted += preemptions
     assert preempted >= 4

@@ -4,20 +4,24 @@ The numeric core the BPU model runs a quantised graph with. Nothing here is time
 simulated: every op takes integer tensors and returns the integer tensor the arithmetic
 below defines, whatever the host's BLAS, thread count or summation order.
 `tests/nn/kernels_reference.py` restates each rule with Python integers and loops, and
-`tests/nn/test_kernels.py` checks that the two agree bit for bit.
+`tests/nn/test_kernels.py` checks that the two agree bit for bit. The ops that are not
+elementwise or pooling (MatMul, reductions, arg max, pad, linear resize, depth-to-space, top-k)
+live in `emu/nn/kernels_tensor.py`, which follows the same rules and says what it adds.
 
 Ops with parameters are objects, built once per layer (scales turned into fixed-point
 multipliers, weights into float64 matrices, bounds checked) and then called on tensors:
-`Conv2d` (dense, grouped, depthwise), `FullyConnected`, `Add`, `Rescale`, `Concat`, `Lut`.
-Ops without are functions: `max_pool2d`, `avg_pool2d`, `global_avg_pool2d`,
-`resize_nearest`. The scalar rules are public too: `quantize_multiplier`, `apply_multiplier`,
-`activation_bounds`, `accumulation_path`, `float64_is_exact`.
+`Conv2d` (dense, grouped, depthwise), `FullyConnected`, `Add` (and subtract), `Mul`, `Div`,
+`Extremum`, `Rescale`, `Concat`, `Lut`. Ops without are functions: `max_pool2d`,
+`avg_pool2d`, `global_avg_pool2d`, `resize_nearest`. The scalar rules are public too:
+`quantize_multiplier`, `apply_multiplier`, `activation_bounds`, `accumulation_path`,
+`float64_is_exact`, `divide_rounded` (integer quotients rounded half away from zero) and
+`round_half_away_float64`.
 
 Tensors and quantisation
 ------------------------
 - Activations are NCHW int8 arrays, symmetric per tensor: code q stands for q x scale (zero
   point 0) and the full range [-128, 127] is used. int16 activations (range [-32768, 32767])
-  go through the same rules where an op accepts them (every op but `Lut`).
+  go through the same rules (every op accepts them).
 - Weights are int8, symmetric per output channel (`w_scales[c]`; one value is broadcast).
   The bias is int32 in the accumulator's scale, `in_scale x w_scales[c]`.
 - A scale is a positive finite number, used as a float64 (exact for float32 scales). A zero,
@@ -85,6 +89,24 @@ Other ops
   same with sb / s; out = clamp(rounding_shift((a' + b') x Mo, 31 + no)) with the
   multiplier of s / (out_scale x 2**L), then the fused activation. Shapes broadcast as
   NumPy and ONNX Add do (a per-channel constant of shape (1, C, 1, 1) for instance).
+  `Add(..., subtract=True)` is ONNX Sub, a - b: the same rule with b' computed from -b (in
+  int64, so -(-128) is 128; rounding half away from zero is symmetric, so b' is minus the
+  b' of Add).
+- Binary ops below take two tensors of one type (int8 or int16), broadcast as `Add`, and
+  give int8 or int16; a multiplier outside `quantize_multiplier`'s range is refused.
+- `Mul`: out = clamp(rounding_shift(a x b x M0, 31 + n)) with the multiplier of
+  sa x sb / out_scale. |a x b| <= 2**30 (int16), so the product fits the int32 the
+  requantisation takes.
+- `Div`: out = clamp(round_half_away(a x M0 / (b x 2**(31 + n)))), the exact rational
+  rounded, with the multiplier of sa / (sb x out_scale): out x out_scale ~ (a sa) / (b sb).
+  With s = 31 + n, |a x M0| < 2**15 x 2**31 = 2**46: for s <= 46 numerator and divisor
+  |b| x 2**s <= 2**61 are int64 and the rounded quotient is exact integer division; for
+  s > 46 the divisor exceeds twice every numerator and the quotient is 0. b = 0 gives the
+  largest code when a > 0, the smallest when a < 0, and 0 when a = 0: the saturation of the
+  +inf, -inf and (as NaN has no code) 0 of float division.
+- `Extremum` (ONNX Max and Min of two tensors): both inputs to the output scale and type
+  with `Rescale`'s rule, then the elementwise max or min (saturation is monotonic, so this
+  is also the saturated extremum of the unsaturated values).
 - `Concat`: each input rescaled to the output scale (as `Rescale`), then concatenated.
 - `max_pool2d`: the largest code in the window (padding never wins); same scale and type.
 - `avg_pool2d`: sum / count rounded half away from zero, exactly (integer division), at the
@@ -94,12 +116,21 @@ Other ops
 - `resize_nearest`: out[y, x] = in[y // f, x // f] for an integer factor f; this is ONNX
   Resize (nearest) for an integer scale in half_pixel mode, or in asymmetric mode with
   nearest_mode floor (and f = 2 with the default round_prefer_floor).
-- `Lut` (elementwise nonlinearities, int8 to int8): table[q] = clamp(round(f(q x in_scale) /
-  out_scale)) for q in [-128, 127]: the product, f (a Python float function, called once per
-  code when the table is built) and the quotient in float64, then that float rounded half
-  away from zero exactly and saturated to int8; a non-finite value raises. `LUT_FUNCTIONS`
-  has sigmoid, SiLU, tanh, hard sigmoid, hard swish and GELU (erf form) written with `math`;
-  a table is only as reproducible as f, so a reference must evaluate the same formula.
+- `Lut` (elementwise nonlinearities): a table over every input code, 256 entries for int8
+  inputs and 65536 for int16, of int8 or int16 output codes: table[q] =
+  clamp(round(f(q x in_scale) / out_scale)). The product q x in_scale, f and the quotient
+  are float64; f is vectorised (float64 array in, float64 array of the same shape out, called
+  once on every code's input when the table is built), and each quotient is rounded half away
+  from zero exactly (the floor of a float64 and the difference to it are exact) and saturated
+  to the output type. A quotient of +inf saturates to the largest code, -inf to the smallest,
+  and NaN gives 0: codes outside f's domain (the square root of a negative code, say), which
+  a calibrated model never produces, still get an entry. `LUT_FUNCTIONS` has sigmoid, SiLU,
+  tanh, ONNX HardSigmoid (max(0, min(1, alpha x + beta)), alpha 0.2 and beta 0.5 unless bound
+  otherwise, e.g. with functools.partial), ONNX HardSwish (x max(0, min(1, x / 6 + 0.5)))
+  and GELU (erf form); any ONNX elementwise op is a callable with its attributes bound, e.g.
+  Elu as `lambda x: np.where(x >= 0, x, alpha * (np.exp(x) - 1))`. A table is only as
+  reproducible as f (NumPy's exp may differ from libm's in the last bit), so a reference must
+  evaluate the same f.
 
 Pool windows: kernel (kh, kw), stride (default: the kernel), dilation and padding as in
 `Conv2d`. Padding is one int, (ph, pw), or ONNX's (top, left, bottom, right); the output has
@@ -130,6 +161,7 @@ MULTIPLIER_MIN = 2.0**-32
 MULTIPLIER_LIMIT = 2.0**30
 ADD_LEFT_SHIFT = {np.dtype(np.int8): 20, np.dtype(np.int16): 15}
 ACTIVATION_TYPES = (np.dtype(np.int8), np.dtype(np.int16))
+DIV_SHIFT_MAX = 46                 # Div: |a x M0| < 2**46, so larger shifts round to 0
 _I64_MIN = -(2**63)
 _I64_MAX = 2**63 - 1
 
@@ -190,6 +222,24 @@ def round_half_away(value: Fraction) -> int:
     """The integer nearest an exact rational, ties away from zero."""
     magnitude = (2 * abs(value.numerator) + value.denominator) // (2 * value.denominator)
     return -magnitude if value < 0 else magnitude
+
+
+def divide_rounded(numerator: np.ndarray, denominator: np.ndarray | int) -> np.ndarray:
+    """numerator / denominator rounded half away from zero, exactly, elementwise in int64:
+    sign(n) x floor((2 |n| + d) / (2 d)) for d > 0. 2 |n| + d and 2 d must stay below 2**63."""
+    numerator = np.asarray(numerator, np.int64)
+    divisor = np.asarray(denominator, np.int64)
+    magnitude = (2 * np.abs(numerator) + divisor) // (2 * divisor)
+    return np.where(numerator < 0, -magnitude, magnitude)
+
+
+def round_half_away_float64(values: np.ndarray) -> np.ndarray:
+    """Finite float64 values rounded to the nearest integer, ties away from zero, exactly: the
+    floor of |v| and the fraction |v| - floor(|v|) are both exact in float64 (unlike
+    floor(|v| + 0.5), whose sum can round up)."""
+    magnitude = np.abs(values)
+    whole = np.floor(magnitude)
+    return np.copysign(whole + (magnitude - whole >= 0.5), values)
 
 
 def activation_bounds(activation: Activation, out_dtype: np.dtype | type,
@@ -438,11 +488,13 @@ def apply_multiplier(values: np.ndarray, point: FixedPoint) -> np.ndarray:
 # Convolution and fully connected
 
 
-def float64_is_exact(k: int, in_dtype: np.dtype | type = np.int8) -> bool:
+def float64_is_exact(k: int, in_dtype: np.dtype | type = np.int8,
+                     w_dtype: np.dtype | type = np.int8) -> bool:
     """Whether every partial sum of K products x * w is an integer float64 holds exactly:
-    K x max|x| x max|w| <= 2**53, max|x| 128 (int8) or 32768 (int16), max|w| 128."""
-    largest = -int(np.iinfo(_activation_type(in_dtype, "input")).min)
-    return k * largest * 128 <= FLOAT64_EXACT
+    K x max|x| x max|w| <= 2**53, max|x| and max|w| 128 (int8) or 32768 (int16)."""
+    largest_x = -int(np.iinfo(_activation_type(in_dtype, "input")).min)
+    largest_w = -int(np.iinfo(_activation_type(w_dtype, "weight")).min)
+    return k * largest_x * largest_w <= FLOAT64_EXACT
 
 
 def accumulation_path(k: int, in_channels_per_group: int,
@@ -583,7 +635,7 @@ class FullyConnected:
 
 
 # ---------------------------------------------------------------------------------------
-# Elementwise: rescale, add, concat, LUT
+# Elementwise: rescale, add and subtract, mul, div, max and min, concat, LUT
 
 
 class Rescale:
@@ -602,19 +654,31 @@ class Rescale:
         return _scale_values(x, self.fixed_point, self.lo, self.hi, self.out_dtype)
 
 
+def _check_pair(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> tuple[int, ...]:
+    """The broadcast shape of two inputs of one activation type; mismatches raise."""
+    _tensor(a, "a", None, dtype)
+    _tensor(b, "b", None, dtype)
+    try:
+        return np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise QuantisationError(f"cannot broadcast {a.shape} with {b.shape}") from None
+
+
 class Add:
     """The requantised elementwise sum of two tensors of one type (see the module docstring),
-    broadcast as NumPy / ONNX Add, with an optional fused activation."""
+    broadcast as NumPy / ONNX Add, with an optional fused activation; with `subtract`, the
+    difference a - b (ONNX Sub) by the same rule."""
 
     def __init__(self, a_scale: float, b_scale: float, out_scale: float, *,
                  activation: Activation = "none", in_dtype: np.dtype | type = np.int8,
-                 out_dtype: np.dtype | type = np.int8) -> None:
+                 out_dtype: np.dtype | type = np.int8, subtract: bool = False) -> None:
         a_scale = check_scale(a_scale, "a_scale")
         b_scale = check_scale(b_scale, "b_scale")
         out_scale = check_scale(out_scale, "out_scale")
         self.in_dtype = _activation_type(in_dtype, "input")
         self.out_dtype = _activation_type(out_dtype, "output")
         self.left_shift = ADD_LEFT_SHIFT[self.in_dtype]
+        self.b_sign = -1 if subtract else 1
         twice_max = 2.0 * max(a_scale, b_scale)
         self.a_point = quantize_multiplier(a_scale / twice_max)
         self.b_point = quantize_multiplier(b_scale / twice_max)
@@ -622,16 +686,85 @@ class Add:
         self.lo, self.hi = activation_bounds(activation, self.out_dtype, out_scale)
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        _tensor(a, "a", None, self.in_dtype)
-        _tensor(b, "b", None, self.in_dtype)
-        try:
-            np.broadcast_shapes(a.shape, b.shape)
-        except ValueError:
-            raise QuantisationError(f"cannot broadcast {a.shape} with {b.shape}") from None
+        _check_pair(a, b, self.in_dtype)
         a_fixed = apply_multiplier(a.astype(np.int64) << self.left_shift, self.a_point)
-        b_fixed = apply_multiplier(b.astype(np.int64) << self.left_shift, self.b_point)
+        b_signed = self.b_sign * b.astype(np.int64)     # int64: -(-128) needs a ninth bit
+        b_fixed = apply_multiplier(b_signed << self.left_shift, self.b_point)
         return _scale_values(a_fixed + b_fixed, self.out_point, self.lo, self.hi,
                              self.out_dtype)
+
+
+class Mul:
+    """The requantised elementwise product of two tensors of one type, broadcast as ONNX Mul:
+    clamp(rounding_shift(a x b x M0, 31 + n)), multiplier a_scale x b_scale / out_scale."""
+
+    def __init__(self, a_scale: float, b_scale: float, out_scale: float, *,
+                 in_dtype: np.dtype | type = np.int8,
+                 out_dtype: np.dtype | type = np.int8) -> None:
+        a_scale = check_scale(a_scale, "a_scale")
+        b_scale = check_scale(b_scale, "b_scale")
+        out_scale = check_scale(out_scale, "out_scale")
+        self.in_dtype = _activation_type(in_dtype, "input")
+        self.out_dtype = _activation_type(out_dtype, "output")
+        self.fixed_point = quantize_multiplier(a_scale * b_scale / out_scale)
+        self.lo, self.hi = activation_bounds("none", self.out_dtype, out_scale)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        _check_pair(a, b, self.in_dtype)
+        return _scale_values(a.astype(np.int64) * b, self.fixed_point, self.lo, self.hi,
+                             self.out_dtype)
+
+
+class Div:
+    """The requantised elementwise quotient of two tensors of one type, broadcast as ONNX Div:
+    clamp(round_half_away(a x M0 / (b x 2**(31 + n)))), multiplier a_scale / (b_scale x
+    out_scale); b = 0 saturates (see the module docstring)."""
+
+    def __init__(self, a_scale: float, b_scale: float, out_scale: float, *,
+                 in_dtype: np.dtype | type = np.int8,
+                 out_dtype: np.dtype | type = np.int8) -> None:
+        a_scale = check_scale(a_scale, "a_scale")
+        b_scale = check_scale(b_scale, "b_scale")
+        out_scale = check_scale(out_scale, "out_scale")
+        self.in_dtype = _activation_type(in_dtype, "input")
+        self.out_dtype = _activation_type(out_dtype, "output")
+        self.fixed_point = quantize_multiplier(a_scale / (b_scale * out_scale))
+        self.lo, self.hi = activation_bounds("none", self.out_dtype, out_scale)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        shape = _check_pair(a, b, self.in_dtype)
+        a_wide = np.broadcast_to(a.astype(np.int64), shape)
+        b_wide = np.broadcast_to(b.astype(np.int64), shape)
+        shift = self.fixed_point.total_shift
+        if shift > DIV_SHIFT_MAX:
+            quotient = np.zeros(shape, np.int64)
+        else:
+            # the sign of b moves to the numerator so that the divisor is positive; a zero b
+            # divides by 1 here and is replaced below
+            numerator = a_wide * self.fixed_point.multiplier * np.sign(b_wide)
+            quotient = divide_rounded(numerator, np.maximum(np.abs(b_wide), 1) << shift)
+        by_zero = np.where(a_wide > 0, self.hi, np.where(a_wide < 0, self.lo, 0))
+        out = np.where(b_wide == 0, by_zero, np.clip(quotient, self.lo, self.hi))
+        return out.astype(self.out_dtype)
+
+
+class Extremum:
+    """ONNX Max (`kind` "max") or Min ("min") of two tensors of one type, broadcast: each
+    input to out_scale and `out_dtype` with `Rescale`'s rule, then the elementwise extremum."""
+
+    def __init__(self, kind: Literal["max", "min"], a_scale: float, b_scale: float,
+                 out_scale: float, *, in_dtype: np.dtype | type = np.int8,
+                 out_dtype: np.dtype | type = np.int8) -> None:
+        if kind not in ("max", "min"):
+            raise QuantisationError(f"unknown extremum {kind!r} (max, min)")
+        self.pick = np.maximum if kind == "max" else np.minimum
+        self.in_dtype = _activation_type(in_dtype, "input")
+        self.a_rescale = Rescale(a_scale, out_scale, out_dtype=out_dtype)
+        self.b_rescale = Rescale(b_scale, out_scale, out_dtype=out_dtype)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        _check_pair(a, b, self.in_dtype)
+        return self.pick(self.a_rescale(a), self.b_rescale(b))
 
 
 class Concat:
@@ -655,37 +788,69 @@ class Concat:
             raise QuantisationError(f"cannot concatenate: {error}") from None
 
 
-def _sigmoid(x: float) -> float:
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
+@njit
+def _erf_flat(values: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = erf(values[i]) (libm's, as math.erf), for 1-D float64 arrays."""
+    for i in range(values.shape[0]):
+        out[i] = math.erf(values[i])
 
 
-LUT_FUNCTIONS: dict[str, Callable[[float], float]] = {
+def _erf(x: np.ndarray) -> np.ndarray:
+    """The error function of every element; NumPy has none."""
+    flat = np.ascontiguousarray(x, np.float64).reshape(-1)
+    out = np.empty_like(flat)
+    _erf_flat(flat, out)
+    return out.reshape(np.shape(x))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # exp(-|x|) never overflows: 1 / (1 + e) on the right, e / (1 + e) on the left
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0.0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
+    """ONNX HardSigmoid; PyTorch's Hardsigmoid is alpha 1/6, beta 0.5."""
+    return np.clip(alpha * x + beta, 0.0, 1.0)
+
+
+LUT_FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "sigmoid": _sigmoid,
     "silu": lambda x: x * _sigmoid(x),
-    "tanh": math.tanh,
-    "hardsigmoid": lambda x: min(max(x + 3.0, 0.0), 6.0) / 6.0,
-    "hardswish": lambda x: x * min(max(x + 3.0, 0.0), 6.0) / 6.0,
-    "gelu": lambda x: 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0))),
+    "tanh": np.tanh,
+    "hardsigmoid": _hard_sigmoid,
+    "hardswish": lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0),
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
 }
+LUT_SIZES: dict[np.dtype, int] = {np.dtype(np.int8): 256, np.dtype(np.int16): 65536}
+_UNSIGNED: dict[np.dtype, np.dtype] = {np.dtype(np.int8): np.dtype(np.uint8),
+                                       np.dtype(np.int16): np.dtype(np.uint16)}
 
 
 class Lut:
-    """An int8 -> int8 elementwise op through a 256-entry table (table[q + 128] for code q)."""
+    """An elementwise op through a table over every input code: 256 entries for int8 inputs,
+    65536 for int16, table[q - min code] the output code (int8 or int16) of input code q."""
 
     def __init__(self, table: np.ndarray) -> None:
-        table = _tensor(table, "table", 1, np.dtype(np.int8))
-        if table.shape != (256,):
-            raise QuantisationError(f"a LUT has 256 entries, got {table.shape[0]}")
+        table = _tensor(table, "table", 1)
+        sizes = {size: dtype for dtype, size in LUT_SIZES.items()}
+        if table.shape[0] not in sizes:
+            raise QuantisationError(
+                f"a LUT has 256 (int8 input) or 65536 (int16 input) entries, got "
+                f"{table.shape[0]}")
+        self.in_dtype = sizes[table.shape[0]]
+        self.out_dtype = table.dtype
         self.table = table.copy()
-        self._by_byte = np.roll(self.table, -128)      # indexed by the code's byte q & 0xff
+        # indexed by the code's bit pattern, which puts codes 0, 1, ... max before min ... -1
+        self._by_bits = np.roll(self.table, -(table.shape[0] // 2))
 
     @classmethod
-    def from_function(cls, function: Callable[[float], float] | str, in_scale: float,
-                      out_scale: float) -> Lut:
-        """table[q] = clamp(round_half_away(f(q x in_scale) / out_scale), -128, 127)."""
+    def from_function(cls, function: Callable[[np.ndarray], np.ndarray] | str,
+                      in_scale: float, out_scale: float, *,
+                      in_dtype: np.dtype | type = np.int8,
+                      out_dtype: np.dtype | type = np.int8) -> Lut:
+        """table[q] = clamp(round_half_away(f(q x in_scale) / out_scale)) for every code q of
+        `in_dtype`, into `out_dtype`; +-inf saturate and NaN gives 0 (module docstring)."""
         if isinstance(function, str):
             if function not in LUT_FUNCTIONS:
                 raise QuantisationError(
@@ -693,17 +858,23 @@ class Lut:
             function = LUT_FUNCTIONS[function]
         in_scale = check_scale(in_scale, "in_scale")
         out_scale = check_scale(out_scale, "out_scale")
-        table = np.empty(256, np.int8)
-        for q in range(-128, 128):
-            value = float(function(q * in_scale)) / out_scale
-            if not math.isfinite(value):
-                raise QuantisationError(f"LUT function gives {value} at code {q}")
-            table[q + 128] = min(max(round_half_away(Fraction(value)), -128), 127)
-        return cls(table)
+        info = np.iinfo(_activation_type(in_dtype, "input"))
+        lo, hi = activation_bounds("none", out_dtype, out_scale)
+        inputs = np.arange(int(info.min), int(info.max) + 1).astype(np.float64) * in_scale
+        with np.errstate(all="ignore"):                # outside f's domain: NaN or inf
+            values = np.asarray(function(inputs), np.float64) / out_scale
+        if values.shape != inputs.shape:
+            raise QuantisationError(
+                f"a LUT function maps an array to one of the same shape, got {values.shape} "
+                f"for {inputs.shape}")
+        # clamping before rounding gives the same codes (lo and hi are integers) and makes
+        # every value finite but NaN
+        values = np.nan_to_num(np.clip(values, lo, hi), nan=0.0)
+        return cls(round_half_away_float64(values).astype(out_dtype))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        _tensor(x, "input", None, np.dtype(np.int8))
-        return self._by_byte[x.view(np.uint8)]
+        _tensor(x, "input", None, self.in_dtype)
+        return self._by_bits[x.view(_UNSIGNED[self.in_dtype])]
 
 
 # ---------------------------------------------------------------------------------------

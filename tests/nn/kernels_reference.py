@@ -1,10 +1,14 @@
-"""Slow, plain definitions of the quantised BPU ops that `emu/nn/kernels.py` must match.
+"""Slow, plain definitions of the quantised BPU ops that `emu/nn/kernels.py` and
+`emu/nn/kernels_tensor.py` must match.
 
-Everything is written out with Python integers and loops over output elements and kernel
-taps: no matmul, no vectorised rounding, nothing shared with the kernels. Values go in and
-out as NumPy arrays; inside, arrays are turned into nested lists of Python ints first.
+Everything is written out with Python integers, Fractions and loops over output elements
+and kernel taps: no matmul, no vectorised rounding or sorting, nothing shared with the
+kernels. Values go in and out as NumPy arrays; inside, arrays are turned into Python ints
+first. The one float computation is a LUT's function f: its float64 values are the input of
+the table's rounding rule, so the reference evaluates f (the same NumPy formula) and checks
+the rule from there.
 
-The rules (the module docstring of `emu/nn/kernels.py` is the spec):
+The rules (the module docstrings of the two kernel modules are the spec):
 - fixed point: the real multiplier r (a float64) is M0 / 2**s with 2**30 <= M0 < 2**31,
   M0 = r x 2**s rounded half up exactly; n = s - 31; s must lie in [1, 62] and r in
   [2**-32, 2**30).
@@ -195,23 +199,63 @@ def broadcast_shape(a_shape, b_shape):
     return tuple(shape), a_full, b_full
 
 
-def add(a, b, a_scale, b_scale, out_scale, activation="none", out_dtype=np.int8):
+def broadcast_pairs(a, b):
+    """(output index, a's code, b's code) for every element of a broadcast, Python ints."""
+    shape, a_full, b_full = broadcast_shape(a.shape, b.shape)
+    av, bv = a.reshape(a_full), b.reshape(b_full)
+    for index in itertools.product(*(range(d) for d in shape)):
+        ia = tuple(0 if d == 1 else i for i, d in zip(index, a_full, strict=True))
+        ib = tuple(0 if d == 1 else i for i, d in zip(index, b_full, strict=True))
+        yield index, int(av[ia]), int(bv[ib])
+
+
+def add(a, b, a_scale, b_scale, out_scale, activation="none", out_dtype=np.int8,
+        subtract=False):
+    """a + b, or a - b with `subtract`: b' is computed from -b."""
     a_scale, b_scale, out_scale = scale_ok(a_scale), scale_ok(b_scale), scale_ok(out_scale)
     left = 20 if a.dtype == np.int8 else 15
     twice = 2.0 * max(a_scale, b_scale)
     ma, na = fixed_point(a_scale / twice)
     mb, nb = fixed_point(b_scale / twice)
     mo, no = fixed_point(twice / (out_scale * 2.0**left))
-    shape, a_full, b_full = broadcast_shape(a.shape, b.shape)
-    av, bv = a.reshape(a_full), b.reshape(b_full)
-    out = np.zeros(shape, dtype=out_dtype)
-    for index in itertools.product(*(range(d) for d in shape)):
-        ia = tuple(0 if d == 1 else i for i, d in zip(index, a_full, strict=True))
-        ib = tuple(0 if d == 1 else i for i, d in zip(index, b_full, strict=True))
-        fa = shift_round(int(av[ia]) * 2**left * ma, 31 + na)
-        fb = shift_round(int(bv[ib]) * 2**left * mb, 31 + nb)
+    out = np.zeros(broadcast_shape(a.shape, b.shape)[0], dtype=out_dtype)
+    for index, va, vb in broadcast_pairs(a, b):
+        fa = shift_round(va * 2**left * ma, 31 + na)
+        fb = shift_round((-vb if subtract else vb) * 2**left * mb, 31 + nb)
         out[index] = finish(shift_round((fa + fb) * mo, 31 + no), out_dtype, activation,
                             out_scale)
+    return out
+
+
+def mul(a, b, a_scale, b_scale, out_scale, out_dtype=np.int8):
+    m0, n = fixed_point(scale_ok(a_scale) * scale_ok(b_scale) / scale_ok(out_scale))
+    out = np.zeros(broadcast_shape(a.shape, b.shape)[0], dtype=out_dtype)
+    for index, va, vb in broadcast_pairs(a, b):
+        out[index] = finish(shift_round(va * vb * m0, 31 + n), out_dtype, "none", out_scale)
+    return out
+
+
+def div(a, b, a_scale, b_scale, out_scale, out_dtype=np.int8):
+    """round(a M0 / (b 2**(31 + n))) saturated; b = 0 gives the code of +inf, -inf or 0."""
+    m0, n = fixed_point(scale_ok(a_scale) / (scale_ok(b_scale) * scale_ok(out_scale)))
+    lo, hi = type_range(out_dtype)
+    out = np.zeros(broadcast_shape(a.shape, b.shape)[0], dtype=out_dtype)
+    for index, va, vb in broadcast_pairs(a, b):
+        if vb == 0:
+            out[index] = hi if va > 0 else lo if va < 0 else 0
+        else:
+            out[index] = min(max(nearest(Fraction(va * m0, vb * 2 ** (31 + n))), lo), hi)
+    return out
+
+
+def extremum(a, b, kind, a_scale, b_scale, out_scale, out_dtype=np.int8):
+    """Max or min of the two inputs, each rescaled to the output first."""
+    ra = rescale(a, a_scale, out_scale, out_dtype)
+    rb = rescale(b, b_scale, out_scale, out_dtype)
+    pick = max if kind == "max" else min
+    out = np.zeros(broadcast_shape(a.shape, b.shape)[0], dtype=out_dtype)
+    for index, va, vb in broadcast_pairs(ra, rb):
+        out[index] = pick(va, vb)
     return out
 
 
@@ -221,36 +265,55 @@ def concat(inputs, scales, out_scale, axis=1, out_dtype=np.int8):
 
 
 def _sigmoid(x):
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def hard_sigmoid(x, alpha=0.2, beta=0.5):
+    """ONNX HardSigmoid: max(0, min(1, alpha x + beta))."""
+    return np.maximum(0.0, np.minimum(1.0, alpha * x + beta))
+
+
+def _erf(x):
+    return np.array([math.erf(v) for v in x.tolist()], dtype=np.float64)
 
 
 FUNCTIONS = {
     "sigmoid": _sigmoid,
     "silu": lambda x: x * _sigmoid(x),
-    "tanh": math.tanh,
-    "hardsigmoid": lambda x: min(max(x + 3.0, 0.0), 6.0) / 6.0,
-    "hardswish": lambda x: x * min(max(x + 3.0, 0.0), 6.0) / 6.0,
-    "gelu": lambda x: 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0))),
+    "tanh": np.tanh,
+    "hardsigmoid": hard_sigmoid,
+    "hardswish": lambda x: x * np.maximum(0.0, np.minimum(1.0, x / 6.0 + 0.5)),
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
 }
 
 
-def lut_table(function, in_scale, out_scale):
-    """The 256 int8 outputs for codes -128..127, as a list."""
+def lut_table(function, in_scale, out_scale, in_dtype=np.int8, out_dtype=np.int8):
+    """The output codes of every input code, the lowest first, as a list. f is called once,
+    on the float64 inputs q x in_scale of every code q."""
+    in_scale, out_scale = scale_ok(in_scale), scale_ok(out_scale)
+    first, last = type_range(in_dtype)
+    lo, hi = type_range(out_dtype)
+    inputs = np.array([q * in_scale for q in range(first, last + 1)], dtype=np.float64)
+    with np.errstate(all="ignore"):
+        values = np.asarray(function(inputs), dtype=np.float64).tolist()
     table = []
-    for q in range(-128, 128):
-        value = function(q * in_scale) / out_scale
-        if not math.isfinite(value):
-            raise Refused(f"function not finite at {q}")
-        table.append(min(max(nearest(Fraction(value)), -128), 127))
+    for value in values:
+        quotient = value / out_scale               # Python floats are float64
+        if math.isnan(quotient):
+            table.append(0)
+        elif math.isinf(quotient):
+            table.append(hi if quotient > 0 else lo)
+        else:
+            table.append(min(max(nearest(Fraction(quotient)), lo), hi))
     return table
 
 
-def lut(x, table):
-    flat = [table[v + 128] for v in x.reshape(-1).tolist()]
-    return np.array(flat, dtype=np.int8).reshape(x.shape)
+def lut(x, table, out_dtype=np.int8):
+    """table[q - lowest code] for every code q; 256 entries for int8 inputs, 65536 for int16."""
+    lowest = -(len(table) // 2)
+    flat = [table[v - lowest] for v in x.reshape(-1).tolist()]
+    return np.array(flat, dtype=out_dtype).reshape(x.shape)
 
 
 # ---- pooling and resize -------------------------------------------------------------------
@@ -298,4 +361,221 @@ def resize_nearest(x, fy, fx):
     for n, c, y, z in itertools.product(range(n_), range(c_), range(height * fy),
                                         range(width * fx)):
         out[n, c, y, z] = x[n, c, y // fy, z // fx]
+    return out
+
+
+# ---- tensor ops (emu/nn/kernels_tensor.py) ----------------------------------------------------
+
+def matmul_acc(a, b, bias=None):
+    """bias[j] + sum over k of a[..., i, k] b[..., k, j], as an int64 array of matmul's shape
+    (a 1-D a is one row, a 1-D b one column, their axes dropped from the result)."""
+    a_mat = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b_mat = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    (m, depth), (depth_b, n) = a_mat.shape[-2:], b_mat.shape[-2:]
+    if depth != depth_b:
+        raise Refused(f"cannot multiply {a.shape} by {b.shape}")
+    batch, a_full, b_full = broadcast_shape(a_mat.shape[:-2], b_mat.shape[:-2])
+    av = a_mat.reshape(*a_full, m, depth)
+    bv = b_mat.reshape(*b_full, depth, n)
+    biases = [0] * n if bias is None else [int(v) for v in np.broadcast_to(bias, (n,))]
+    out = np.zeros((*batch, m, n), dtype=np.int64)
+    for index in itertools.product(*(range(d) for d in batch)):
+        ia = tuple(0 if d == 1 else i for i, d in zip(index, a_full, strict=True))
+        ib = tuple(0 if d == 1 else i for i, d in zip(index, b_full, strict=True))
+        rows, cols = av[ia].tolist(), bv[ib].tolist()
+        for i in range(m):
+            for j in range(n):
+                out[(*index, i, j)] = biases[j] + sum(rows[i][t] * cols[t][j]
+                                                      for t in range(depth))
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out
+
+
+def matmul(a, b, a_scale, b_scales, out_scale, bias=None, activation="none",
+           out_dtype=np.int8):
+    """MatMul requantised per column of b (b_scales one value or one per column)."""
+    depth = a.shape[-1]
+    if a.dtype == b.dtype == np.int8:
+        largest_bias = 0 if bias is None else max(abs(int(v)) for v in np.ravel(bias))
+        if 2**14 * depth + largest_bias > 2**31 - 1:
+            raise Refused("int8 accumulator bound")
+    accs = matmul_acc(a, b, bias)
+    n = 1 if b.ndim == 1 else b.shape[-1]
+    scales = [scale_ok(s) for s in np.broadcast_to(np.asarray(b_scales, float), (n,))]
+    a_scale, out_scale = scale_ok(a_scale), scale_ok(out_scale)
+    out = np.zeros(accs.shape, dtype=out_dtype)
+    for index in itertools.product(*(range(d) for d in accs.shape)):
+        column = index[-1] if b.ndim > 1 else 0
+        out[index] = requantize_one(int(accs[index]), a_scale * scales[column] / out_scale,
+                                    out_dtype, activation, out_scale)
+    return out
+
+
+def _reduced_axes(axes, ndim):
+    if axes is None:
+        return set(range(ndim))
+    return {a % ndim for a in ([axes] if isinstance(axes, int) else axes)}
+
+
+def reduction_groups(x, axes):
+    """(output index, the codes it reduces) of a keepdims reduction over axes."""
+    reduced = _reduced_axes(axes, x.ndim)
+    out_shape = tuple(1 if i in reduced else d for i, d in enumerate(x.shape))
+    for index in itertools.product(*(range(d) for d in out_shape)):
+        ranges = [range(x.shape[i]) if i in reduced else [index[i]] for i in range(x.ndim)]
+        yield index, [int(x[full]) for full in itertools.product(*ranges)]
+
+
+def reduce(x, axes, kind):
+    """Keepdims reduction of codes: "max", "min", "mean" (rounded) or "sum" (exact int)."""
+    reduced = _reduced_axes(axes, x.ndim)
+    out_shape = tuple(1 if i in reduced else d for i, d in enumerate(x.shape))
+    out = np.zeros(out_shape, dtype=np.int64 if kind == "sum" else x.dtype)
+    for index, codes in reduction_groups(x, axes):
+        if kind == "max":
+            out[index] = max(codes)
+        elif kind == "min":
+            out[index] = min(codes)
+        elif kind == "mean":
+            out[index] = nearest(Fraction(sum(codes), len(codes)))
+        else:
+            out[index] = sum(codes)
+    return out
+
+
+def reduce_sum(x, axes, in_scale, out_scale, out_dtype=np.int8):
+    m0, n = fixed_point(scale_ok(in_scale) / scale_ok(out_scale))
+    totals = reduce(x, axes, "sum")
+    out = np.zeros(totals.shape, dtype=out_dtype)
+    for index in itertools.product(*(range(d) for d in totals.shape)):
+        total = int(totals[index])
+        if not -(2**31) <= total <= 2**31 - 1:
+            raise Refused("sum outside int32")
+        out[index] = finish(shift_round(total * m0, 31 + n), out_dtype, "none", out_scale)
+    return out
+
+
+def _lines(x, axis):
+    """(index with None at axis, the codes along axis) for every line of x along axis."""
+    others = [range(d) if i != axis else [None] for i, d in enumerate(x.shape)]
+    for index in itertools.product(*others):
+        line = [int(x[(*index[:axis], t, *index[axis + 1:])]) for t in range(x.shape[axis])]
+        yield index, line
+
+
+def arg_extreme(x, axis, kind, keepdims=True, select_last_index=False):
+    axis %= x.ndim
+    shape = [1 if i == axis else d for i, d in enumerate(x.shape)]
+    out = np.zeros(shape, dtype=np.int64)
+    for index, line in _lines(x, axis):
+        best = 0
+        for t, v in enumerate(line):
+            better = v > line[best] if kind == "max" else v < line[best]
+            if better or (select_last_index and v == line[best]):
+                best = t
+        out[(*index[:axis], 0, *index[axis + 1:])] = best
+    return out if keepdims else out.squeeze(axis)
+
+
+def topk(x, k, axis, largest=True):
+    axis %= x.ndim
+    shape = [k if i == axis else d for i, d in enumerate(x.shape)]
+    values = np.zeros(shape, dtype=x.dtype)
+    indices = np.zeros(shape, dtype=np.int64)
+    for index, line in _lines(x, axis):
+        # by value (largest or smallest first), then by increasing index
+        ranked = sorted(range(len(line)), key=lambda t: (-line[t] if largest else line[t], t))
+        for rank, t in enumerate(ranked[:k]):
+            at = (*index[:axis], rank, *index[axis + 1:])
+            values[at], indices[at] = line[t], t
+    return values, indices
+
+
+def pad(x, pads, mode="constant", code=0):
+    """Every output element from its coordinate u = p - begin in the input: inside the kept
+    range [first, last] it is x[u]; outside, the code, the clamped u (edge) or u mirrored at
+    the range's end (reflect)."""
+    rank = x.ndim
+    begins, ends = list(pads[:rank]), list(pads[rank:])
+    kept = [(max(-b, 0), d - 1 - max(-e, 0)) for b, e, d in zip(begins, ends, x.shape,
+                                                                strict=True)]
+    if any(first > last for first, last in kept):
+        raise Refused("an axis is cropped away")
+    shape = [d + b + e for d, b, e in zip(x.shape, begins, ends, strict=True)]
+    out = np.zeros(shape, dtype=x.dtype)
+    for index in itertools.product(*(range(d) for d in shape)):
+        source = []
+        for p, b, (first, last) in zip(index, begins, kept, strict=True):
+            u = p - b
+            if u < first:
+                u = first if mode == "edge" else 2 * first - u if mode == "reflect" else None
+            elif u > last:
+                u = last if mode == "edge" else 2 * last - u if mode == "reflect" else None
+            if u is not None and not first <= u <= last:
+                raise Refused("reflect past the other end")
+            source.append(u)
+        out[index] = code if None in source else x[tuple(source)]
+    return out
+
+
+def depth_to_space(x, b, mode="DCR"):
+    n_, c_, height, width = x.shape
+    c_out = c_ // (b * b)
+    out = np.zeros((n_, c_out, height * b, width * b), dtype=x.dtype)
+    for n, c, y, z in itertools.product(range(n_), range(c_out), range(height * b),
+                                        range(width * b)):
+        offset = (y % b) * b + z % b
+        channel = offset * c_out + c if mode == "DCR" else c * b * b + offset
+        out[n, c, y, z] = x[n, channel, y // b, z // b]
+    return out
+
+
+def space_to_depth(x, b):
+    n_, c_, height, width = x.shape
+    out = np.zeros((n_, c_ * b * b, height // b, width // b), dtype=x.dtype)
+    for n, c, y, z, by, bz in itertools.product(range(n_), range(c_), range(height // b),
+                                                range(width // b), range(b), range(b)):
+        out[n, (by * b + bz) * c_ + c, y, z] = x[n, c, y * b + by, z * b + bz]
+    return out
+
+
+def source_coordinate(o, length_in, length_out, scale, mode):
+    """ONNX Resize's x_original of x_resized = o, as a Fraction (scale a Fraction)."""
+    half = Fraction(1, 2)
+    if mode == "half_pixel":
+        return (o + half) / scale - half
+    if mode == "pytorch_half_pixel":
+        return (o + half) / scale - half if length_out > 1 else Fraction(0)
+    if mode == "align_corners":
+        return Fraction(o * (length_in - 1), length_out - 1) if length_out > 1 else Fraction(0)
+    if mode == "asymmetric":
+        return o / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (o + half) / scale
+    raise Refused(f"mode {mode}")
+
+
+def linear_taps(o, length_in, length_out, scale, mode):
+    """((index, Q15 weight), (index, Q15 weight)) of output index o along one axis."""
+    scale = Fraction(length_out, length_in) if scale is None else Fraction(scale)
+    c = source_coordinate(o, length_in, length_out, scale, mode)
+    c = max(Fraction(0), min(c, Fraction(length_in - 1)))
+    i0 = math.floor(c)
+    w1 = nearest((c - i0) * 2**15)
+    return (i0, 2**15 - w1), (min(i0 + 1, length_in - 1), w1)
+
+
+def resize_linear(x, sizes, mode="half_pixel", scales=(None, None)):
+    n_, c_, height, width = x.shape
+    oh, ow = sizes
+    rows = [linear_taps(y, height, oh, scales[0], mode) for y in range(oh)]
+    cols = [linear_taps(z, width, ow, scales[1], mode) for z in range(ow)]
+    xs = x.tolist()
+    out = np.zeros((n_, c_, oh, ow), dtype=x.dtype)
+    for n, c, y, z in itertools.product(range(n_), range(c_), range(oh), range(ow)):
+        total = sum(xs[n][c][iy][iz] * wy * wz for iy, wy in rows[y] for iz, wz in cols[z])
+        out[n, c, y, z] = shift_round(total, 30)
     return out

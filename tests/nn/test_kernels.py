@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pytest
@@ -420,6 +421,124 @@ def test_add_refuses_mismatches():
         k.Add(1.0, 2.0**-40, 1.0)                  # scales 2**40 apart
 
 
+def test_sub_by_hand():
+    a = np.array([-128, 127, 5, 0, -128], I8)
+    b = np.array([127, -128, 7, -128, -128], I8)
+    assert k.Add(1.0, 1.0, 1.0, subtract=True)(a, b).tolist() == [-128, 127, -2, 127, 0]
+    wide = k.Add(1.0, 1.0, 1.0, subtract=True, out_dtype=I16)
+    assert wide(a, b).tolist() == [-255, 255, -2, 128, 0]    # -(-128) is 128, not -128
+    assert k.Add(1.0, 1.0, 1.0, subtract=True, activation="relu")(a, b).tolist() == [
+        0, 127, 0, 127, 0]
+
+
+def test_mul_by_hand():
+    a = np.array([64, -128, 3, 64, -64, 127], I8)
+    b = np.array([64, -128, -1, 1, 1, 127], I8)
+    # a x b / 128: 32, 128 (saturates), -0.02, 0.5 and -0.5 (away from zero), 126.01
+    assert k.Mul(1 / 128, 1 / 128, 1 / 128)(a, b).tolist() == [32, 127, 0, 1, -1, 126]
+    wide = k.Mul(1.0, 1.0, 1.0, in_dtype=I16, out_dtype=I16)
+    big = np.array([-32768, -32768, 181, -2], I16)
+    assert wide(big, np.array([-32768, 1, 181, 3], I16)).tolist() == [32767, -32768, 32761,
+                                                                       -6]
+
+
+def test_div_by_hand():
+    div = k.Div(1.0, 1.0, 1.0)
+    a = np.array([7, -7, 3, 127, -128, -128, 5, -5, 0, 1], I8)
+    b = np.array([2, 2, -2, -128, -128, -1, 0, 0, 0, 3], I8)
+    # 3.5 and -3.5 and -1.5 away from zero, 127 / -128 = -0.99, 1, 128 saturates, b = 0
+    assert div(a, b).tolist() == [4, -4, -2, -1, 1, 127, 127, -128, 0, 0]
+    assert same(div(a, b), ref.div(a, b, 1.0, 1.0, 1.0))
+    fine = k.Div(1.0, 1.0, 1 / 1024, out_dtype=I16)            # out = 1024 a / b
+    assert fine(a, b).tolist() == [3584, -3584, -1536, -1016, 1024, 32767, 32767, -32768, 0,
+                                   341]
+
+
+@pytest.mark.parametrize("real", [2.0**-16 * 1.5, 2.0**-16, 2.0**-16 * 0.99, 2.0**-17 * 1.99,
+                                  2.0**-30, 2.0**-32])
+def test_div_at_the_largest_shifts(real):
+    # total shifts 46 (computed) and 47 and beyond (every quotient rounds to 0)
+    point = k.quantize_multiplier(real)
+    assert (point.total_shift <= k.DIV_SHIFT_MAX) == (real >= 2.0**-16)
+    info = np.iinfo(I16)
+    a = np.array([info.max, info.min, info.min, 1, 0, -1, 30000], I16).reshape(-1, 1)
+    b = np.array([1, -1, 1, 0, 0, 0, 2, info.min], I16).reshape(1, -1)
+    got = k.Div(real, 1.0, 1.0, in_dtype=I16, out_dtype=I16)(a, b)
+    assert same(got, ref.div(a, b, real, 1.0, 1.0, out_dtype=I16))
+
+
+def test_extremum_by_hand():
+    a = np.array([1, -5, 127], I8)
+    b = np.array([4, -7, 127], I8)                 # at half the scale: 2, -3.5 -> -4, 63.5 -> 64
+    assert k.Extremum("max", 1.0, 0.5, 1.0)(a, b).tolist() == [2, -4, 127]
+    assert k.Extremum("min", 1.0, 0.5, 1.0)(a, b).tolist() == [1, -5, 64]
+    assert k.Extremum("max", 1.0, 0.5, 0.25, out_dtype=I16)(a, b).tolist() == [8, -14, 508]
+
+
+def _binary(kind, scales, in_dtype, out_dtype):
+    """The kernel and the reference of a binary op of two feature maps."""
+    if kind == "sub":
+        return (k.Add(*scales, in_dtype=in_dtype, out_dtype=out_dtype, subtract=True),
+                partial(ref.add, a_scale=scales[0], b_scale=scales[1], out_scale=scales[2],
+                        out_dtype=out_dtype, subtract=True))
+    if kind in ("max", "min"):
+        return (k.Extremum(kind, *scales, in_dtype=in_dtype, out_dtype=out_dtype),
+                partial(ref.extremum, kind=kind, a_scale=scales[0], b_scale=scales[1],
+                        out_scale=scales[2], out_dtype=out_dtype))
+    op, reference = {"mul": (k.Mul, ref.mul), "div": (k.Div, ref.div)}[kind]
+    return (op(*scales, in_dtype=in_dtype, out_dtype=out_dtype),
+            partial(reference, a_scale=scales[0], b_scale=scales[1], out_scale=scales[2],
+                    out_dtype=out_dtype))
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["sub", "mul", "div", "max", "min"]),
+       st.sampled_from([I8, I16]), st.sampled_from([I8, I16]),
+       st.sampled_from(["same", "channel", "scalar", "row", "both"]))
+def test_binary_ops_random(seed, kind, dtype, out_dtype, broadcast):
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype)
+    shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 4)),
+             int(rng.integers(1, 5)))
+    b_shape = {"same": shape, "channel": (1, shape[1], 1, 1), "scalar": (1,),
+               "row": (shape[3],), "both": (shape[0], 1, shape[2], 1)}[broadcast]
+    a = ints(rng, shape, int(info.min), int(info.max), dtype)
+    b = ints(rng, b_shape, int(info.min), int(info.max), dtype)
+    b[rng.random(b_shape) < 0.2] = 0               # division by zero, and zeros elsewhere
+    a[rng.random(shape) < 0.1] = info.min
+    a_scale, b_scale = rng.uniform(0.01, 0.1, 2)
+    out_scale = {"mul": a_scale * b_scale, "div": a_scale / b_scale}.get(kind, 0.05)
+    out_scale *= 2.0 ** rng.uniform(-8, 8)
+    scales = (a_scale, b_scale, out_scale)
+    op, reference = _binary(kind, scales, dtype, out_dtype)
+    assert same(op(a, b), reference(a, b))
+    assert same(op(b, a), reference(b, a))
+
+
+def test_every_int8_pair_of_the_binary_ops():
+    a = np.arange(-128, 128, dtype=I8).reshape(256, 1)
+    b = np.arange(-128, 128, dtype=I8).reshape(1, 256)
+    for kind, scales in (("sub", (0.043, 0.071, 0.043 / 200)), ("mul", (0.03, 0.07, 1e-4)),
+                         ("div", (0.05, 0.02, 0.01)), ("max", (0.02, 0.03, 0.004))):
+        op, reference = _binary(kind, scales, I8, I16)
+        assert same(op(a, b), reference(a, b)), kind
+
+
+def test_binary_ops_refuse():
+    for op in (k.Mul(0.1, 0.2, 0.3), k.Div(0.1, 0.2, 0.3), k.Extremum("max", 0.1, 0.2, 0.3),
+               k.Add(0.1, 0.2, 0.3, subtract=True)):
+        with pytest.raises(QuantisationError, match="broadcast"):
+            op(np.zeros((1, 3, 2, 2), I8), np.zeros((1, 2, 1, 1), I8))
+        with pytest.raises(QuantisationError, match="int8"):
+            op(np.zeros(3, I8), np.zeros(3, I16))
+    with pytest.raises(QuantisationError, match="outside the supported"):
+        k.Mul(1.0, 1.0, 2.0**-40)                  # multiplier 2**40
+    with pytest.raises(QuantisationError, match="outside the supported"):
+        k.Div(2.0**-40, 1.0, 1.0)
+    with pytest.raises(QuantisationError, match="unknown extremum"):
+        k.Extremum("median", 0.1, 0.1, 0.1)
+
+
 @settings(deadline=None, max_examples=40)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([I8, I16]), st.sampled_from([I8, I16]),
        st.floats(1e-3, 10.0), st.floats(1e-3, 10.0))
@@ -456,6 +575,51 @@ def test_lut_tables(name, in_scale, out_scale):
     assert same(lut(codes), ref.lut(codes, lut.table.tolist()))
 
 
+@pytest.mark.parametrize("name", list(k.LUT_FUNCTIONS))
+@pytest.mark.parametrize(("in_dtype", "out_dtype", "in_scale", "out_scale"), [
+    (I16, I16, 6.0 / 32768, 1.0 / 32768),
+    (I16, I8, 8.0 / 32768, 1.0 / 128),
+    (I8, I16, 0.05, 1.0 / 4096),
+])
+def test_lut_tables_of_int16(name, in_dtype, out_dtype, in_scale, out_scale):
+    lut = k.Lut.from_function(name, in_scale, out_scale, in_dtype=in_dtype,
+                              out_dtype=out_dtype)
+    expected = ref.lut_table(ref.FUNCTIONS[name], in_scale, out_scale, in_dtype, out_dtype)
+    assert lut.table.dtype == out_dtype and lut.table.tolist() == expected
+    info = np.iinfo(in_dtype)
+    codes = np.arange(info.min, info.max + 1).astype(in_dtype).reshape(16, 2, -1)
+    assert same(lut(codes), ref.lut(codes, expected, out_dtype))
+
+
+def test_lut_of_onnx_ops_with_attributes():
+    alpha = 0.7
+    elu = lambda x: np.where(x >= 0, x, alpha * (np.exp(x) - 1))  # noqa: E731
+    for in_dtype, in_scale in ((I8, 0.05), (I16, 1e-3)):
+        lut = k.Lut.from_function(elu, in_scale, 0.01, in_dtype=in_dtype, out_dtype=I16)
+        assert lut.table.tolist() == ref.lut_table(elu, in_scale, 0.01, in_dtype, I16)
+    # ONNX HardSigmoid by default; PyTorch's is alpha 1/6
+    onnx = k.Lut.from_function("hardsigmoid", 0.25, 1 / 128)
+    assert onnx.table.tolist() == ref.lut_table(
+        lambda x: np.maximum(0, np.minimum(1, 0.2 * x + 0.5)), 0.25, 1 / 128)
+    assert onnx(np.array([-128, -5, 0, 5, 127], I8)).tolist() == [0, 32, 64, 96, 127]
+    torch = k.Lut.from_function(partial(k.LUT_FUNCTIONS["hardsigmoid"], alpha=1 / 6), 0.25,
+                                1 / 128)
+    assert torch(np.array([-12, -6, 0, 6, 12], I8)).tolist() == [0, 32, 64, 96, 127]
+
+
+def test_lut_outside_the_domain_and_at_infinity():
+    # sqrt of a negative code is NaN (0); 1 / x at code 0 is +inf (the largest code), and
+    # -1 / x there is -inf (the smallest)
+    root = k.Lut.from_function(np.sqrt, 1.0, 1.0, in_dtype=I16, out_dtype=I16)
+    assert root(np.array([-32768, -1, 0, 1, 4, 10, 32767], I16)).tolist() == [
+        0, 0, 0, 1, 2, 3, 181]
+    assert root.table.tolist() == ref.lut_table(np.sqrt, 1.0, 1.0, I16, I16)
+    for sign, code in ((1.0, 127), (-1.0, -128)):
+        inverse = k.Lut.from_function(lambda x, s=sign: s / x, 1.0, 1 / 256)
+        assert inverse(np.array([0, 1, -1], I8)).tolist() == [code, code, -code - 1]
+        assert inverse.table.tolist() == ref.lut_table(lambda x, s=sign: s / x, 1.0, 1 / 256)
+
+
 def test_lut_by_hand_and_refusals():
     # identity at equal scales; halving at twice the scale, ties away from zero
     assert k.Lut.from_function(lambda v: v, 0.5, 0.5).table.tolist() == list(range(-128, 128))
@@ -463,12 +627,16 @@ def test_lut_by_hand_and_refusals():
     assert halve(np.array([-3, -1, 1, 3, 127, -128], I8)).tolist() == [-2, -1, 1, 2, 64, -64]
     shout = k.Lut.from_function(lambda v: 1000 * v, 1.0, 1.0)
     assert shout(np.array([-1, 0, 1], I8)).tolist() == [-128, 0, 127]
-    with pytest.raises(QuantisationError, match="gives inf"):
-        k.Lut.from_function(lambda v: math.inf, 0.1, 0.1)
+    with pytest.raises(QuantisationError, match="same shape"):
+        k.Lut.from_function(lambda v: np.float64(math.inf), 0.1, 0.1)
     with pytest.raises(QuantisationError, match="unknown LUT"):
         k.Lut.from_function("swishy", 0.1, 0.1)
     with pytest.raises(QuantisationError, match="int8"):
         halve(np.zeros(3, I16))
+    with pytest.raises(QuantisationError, match="65536"):
+        k.Lut(np.zeros(300, I8))
+    with pytest.raises(QuantisationError, match="int16"):
+        k.Lut.from_function("tanh", 0.1, 0.1, in_dtype=np.int32)
 
 
 # ---- pooling and resize --------------------------------------------------------------------
@@ -535,6 +703,9 @@ def test_bad_scales_are_refused_everywhere(scale):
         lambda: k.Rescale(1.0, scale),
         lambda: k.Concat([1.0, scale], 1.0),
         lambda: k.Lut.from_function("tanh", scale, 1.0),
+        lambda: k.Mul(1.0, scale, 1.0),
+        lambda: k.Div(1.0, 1.0, scale),
+        lambda: k.Extremum("min", scale, 1.0, 1.0),
     ]
     for build in builders:
         with pytest.raises(QuantisationError):

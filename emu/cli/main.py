@@ -188,6 +188,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("list", parents=[_output_options(trace=False)],
                         help="list presets, scenarios and pluggable policies")
 
+    ops = commands.add_parser(
+        "ops", parents=[_output_options(trace=False)],
+        help="the ONNX operators emu compile takes: where each runs on J5 and under which "
+             "constraints",
+        description="Every operator of the J5 operator table that `emu compile` places by: "
+                    "bpu (quantised, within the constraints shown; outside them the CPU runs "
+                    "it and the compiler says which constraint failed), cpu (float, as ONNX "
+                    "defines it), fold (constant folding only), refused (listed as not "
+                    "integrated). Operators not in the table are refused too.")
+    ops.add_argument("--where", choices=["bpu", "cpu", "fold", "refused"],
+                     help="only the operators placed so")
+
     scenario = commands.add_parser("scenario", help="run a system scenario on the emulated SoC")
     scenarios = scenario.add_subparsers(dest="scenario", metavar="NAME", required=True,
                                         parser_class=_Parser)
@@ -383,6 +395,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return _calibrate(args)
         if args.command == "zoo":
             return _zoo(args)
+        if args.command == "ops":
+            return _ops(args)
         if args.command == "compile":
             from emu.cli import nn_commands
 
@@ -510,6 +524,31 @@ def _list(args: argparse.Namespace) -> int:
         _emit_json([{"kind": k, "name": n, "description": d} for k, n, d in items])
     else:
         print(render(["kind", "name", "description"], items))
+    return EXIT_OK
+
+
+def _ops(args: argparse.Namespace) -> int:
+    import textwrap
+
+    from emu.nn import optable
+
+    rows = [(r.op, "refused" if r.where == "unsupported" else r.where,
+             "int16" if r.int16 and r.where == "bpu" else "",
+             r.constraints + (" [emu's own row]" if r.extension else ""))
+            for r in sorted(optable.RULES.values(), key=lambda r: r.op)]
+    rows = [row for row in rows if args.where in (None, row[1])]
+    if args.json:
+        _emit_json([{"op": op, "where": where, "int16": bool(wide), "constraints": text}
+                    for op, where, wide, text in rows])
+        return EXIT_OK
+    width = max(len(row[0]) for row in rows)
+    indent = " " * (width + 18)
+    print(f"{'operator'.ljust(width)}  where    int16  constraints")
+    for op, where, wide, text in rows:
+        lines = textwrap.wrap(text, 100 - len(indent)) or [""]
+        print(f"{op.ljust(width)}  {where.ljust(7)}  {wide.ljust(5)}  {lines[0]}")
+        for line in lines[1:]:
+            print(indent + line)
     return EXIT_OK
 
 

@@ -212,6 +212,7 @@ def _compile_summary(model: Any) -> dict[str, Any]:
                       "reasons": list(s.reasons)}
                      for k, s in enumerate(model.segments)],
         "accuracy": {"cosine": model.accuracy, "flagged": model.flagged},
+        "notes": list(model.notes),
     }
 
 
@@ -221,6 +222,7 @@ def _summary_text(model: Any, doc: dict[str, Any]) -> str:
                                        f"({s['nodes']} ops)" if s["nodes"] else "")
                      for s in doc["segments"])
     lines = [f"{model.name}: {segs}"]
+    lines += [f"  note: {note}" for note in doc["notes"]]
     for seg in doc["segments"]:
         for reason in seg["reasons"] if seg["kind"] in ("cpu", "dsp") else []:
             lines.append(f"  {seg['kind']}: {reason}")

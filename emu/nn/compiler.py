@@ -119,6 +119,7 @@ class CompiledModel:
     function_calls: dict[int, list[tuple[int, int]]]  # BPU segment index -> [start, end)
     options: dict[str, Any]
     accuracy: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the import did (opset conversion)
 
     @property
     def flagged(self) -> list[str]:
@@ -168,7 +169,8 @@ class CompiledModel:
         if not self.options.get("output_codes"):
             return []
         made = {t for s in self.segments if s.kind == "bpu" for t in s.outputs}
-        return [name for name in self.graph.outputs if name in made]
+        return [name for name in self.graph.outputs
+                if name in made and name in self.quant.tensors]
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The model's outputs for `feeds` (every input by name), computed exactly."""
@@ -199,7 +201,7 @@ class CompiledModel:
                 "segments": [_segment_meta(s) for s in self.segments],
                 "function_calls": {str(k): [list(fc) for fc in v]
                                    for k, v in self.function_calls.items()},
-                "options": self.options, "accuracy": self.accuracy}
+                "options": self.options, "accuracy": self.accuracy, "notes": self.notes}
         return modelfile.PackedModel(self.name, meta, arrays)
 
     @classmethod
@@ -214,7 +216,8 @@ class CompiledModel:
             calls = {int(k): [(int(a), int(b)) for a, b in v]
                      for k, v in meta["function_calls"].items()}
             return cls(packed.name, graph, segments, quant, calls, dict(meta["options"]),
-                       {str(k): float(v) for k, v in meta["accuracy"].items()})
+                       {str(k): float(v) for k, v in meta["accuracy"].items()},
+                       [str(n) for n in meta.get("notes", [])])
         except (KeyError, TypeError, ValueError) as exc:
             raise modelfile.ModelFileError(f"{where}: model {packed.name}: malformed "
                                            f"description ({exc!r})") from None
@@ -342,7 +345,8 @@ def compile_model(source: onnx.ModelProto | str | Path, name: str, options: Comp
             raise InputError(f"{where}: not an ONNX model (cannot parse it)") from None
     if options.batch is not None:
         model = rebatch(model, options.batch, where)
-    graph = importer.compile_graph(importer.load(model))
+    notes: list[str] = []
+    graph = importer.compile_graph(importer.load(model, notes, where))
     graph = add_preprocess(graph, options)
     segments = placement.place(graph, dsp_softmax=options.dsp_softmax)
     if options.output_codes:  # as J5's toolchain removing the Dequantize nodes
@@ -354,7 +358,8 @@ def compile_model(source: onnx.ModelProto | str | Path, name: str, options: Comp
     quant = quantize.quantize(graph, segments, calibration, int16=options.int16)
     say(f"{name}: check accuracy")
     accuracy = {k: float(v) for k, v in quantize.accuracy(quant, samples[:4]).items()}
-    compiled = CompiledModel(name, graph, segments, quant, {}, options.as_meta(), accuracy)
+    compiled = CompiledModel(name, graph, segments, quant, {}, options.as_meta(), accuracy,
+                             notes)
     subgraphs = compiled.subgraphs()
     resident = compiled.weights_resident(soc)
     limit_ps = round(options.max_time_per_fc_us * 1e6)

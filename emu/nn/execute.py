@@ -55,12 +55,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
 
 from emu.errors import InputError
-from emu.nn import kernels
+from emu.nn import kernels, kernels_tensor, optable
 from emu.nn.graph import Graph, Node
 from emu.nn.preprocess import ImageInput
 
@@ -69,11 +71,33 @@ if TYPE_CHECKING:
 
 CODES_PREFIX = "codes:"
 CODE_TYPES: dict[str, np.dtype[Any]] = {"int8": np.dtype(np.int8), "int16": np.dtype(np.int16)}
-# Ops whose output codes keep the input's scale and type.
-CODE_PRESERVING = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "Resize", "Relu",
-                             "Clip", "Flatten", "Reshape", "Squeeze", "Unsqueeze",
-                             "Transpose", "Split"})
-LUT_OPS = {"Sigmoid": "sigmoid", "Silu": "silu", "HardSigmoid": "hardsigmoid"}
+# The kinds (emu/nn/optable.py) whose outputs keep their input's codes, scale and type,
+# and the ops of other kinds that do too.
+_PRESERVING_KINDS = frozenset({"clamp", "pool", "resize", "move", "alias"})
+_PRESERVING_OPS = frozenset({"ReduceMax", "ReduceMean"})
+_OWN_SCALE_OPS = frozenset({"Concat"})  # a "move" that rescales its inputs
+# LUT ops the kernels' named tables compute (the float op keeps its own NumPy definition).
+_NAMED_LUTS = {"Sigmoid": "sigmoid", "Silu": "silu"}
+
+
+def code_preserving(node: Node) -> bool:
+    """Whether the node's outputs keep its first input's codes, scale and type."""
+    kind = optable.kind(node.op)
+    return (kind in _PRESERVING_KINDS or node.op in _PRESERVING_OPS) \
+        and node.op not in _OWN_SCALE_OPS
+
+
+def is_lut(node: Node) -> bool:
+    return optable.kind(node.op) == "lut"
+
+
+def quantised_constants(graph: Graph, node: Node) -> list[str]:
+    """The constant operands a BPU node reads as codes of their own scale (a binary op or
+    MatMul by a constant that is not one value per channel); weights of conv-like layers
+    and per-channel affine maps are quantised per channel instead (`quantize`)."""
+    if node.op not in (*_BINARY, "MatMul") or is_channel_affine(graph, node):
+        return []
+    return [n for n in node.inputs if n and graph.is_const(n)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -110,13 +134,7 @@ def check_feeds(graph: Graph, feeds: dict[str, np.ndarray],
     return dict(feeds)
 
 
-def round_half_away(values: np.ndarray) -> np.ndarray:
-    """float64 values rounded to the nearest integer, ties away from zero, exactly (the
-    fraction |v| - floor(|v|) is computed without rounding, unlike floor(|v| + 0.5))."""
-    magnitude = np.abs(values)
-    whole = np.floor(magnitude)
-    rounded = whole + (magnitude - whole >= 0.5)
-    return np.copysign(rounded, values)
+round_half_away = kernels.round_half_away_float64
 
 
 def to_codes(x: np.ndarray, scale: float, dtype: str) -> np.ndarray:
@@ -155,9 +173,8 @@ def _pair(value: Any, default: int) -> tuple[int, int]:
 
 
 def geometry(node: Node, kernel: Sequence[int], in_hw: Sequence[int]) -> Geometry:
-    """The window of a Conv / pool node from its attributes (auto_pad resolved)."""
-    if node.attrs.get("ceil_mode", 0):
-        raise InputError(f"node {node.name} ({node.op}): ceil_mode is not supported")
+    """The window of a Conv / pool node from its attributes (auto_pad resolved; a pool's
+    ceil_mode as extra bottom / right padding, which no window takes a value from)."""
     size = (int(kernel[0]), int(kernel[1]))
     stride = _pair(node.attrs.get("strides"), 1)
     dilation = _pair(node.attrs.get("dilations"), 1)
@@ -176,7 +193,24 @@ def geometry(node: Node, kernel: Sequence[int], in_hw: Sequence[int]) -> Geometr
         if len(given) != 4:
             raise InputError(f"node {node.name} ({node.op}): pads {given} are not 2-D")
         pads = (given[0], given[1], given[2], given[3])
+    if node.attrs.get("ceil_mode", 0):
+        pads = _ceil_pads(pads, size, stride, dilation, in_hw)
     return Geometry(size, stride, pads, dilation)
+
+
+def _ceil_pads(pads: tuple[int, int, int, int], size: tuple[int, int],
+               stride: tuple[int, int], dilation: tuple[int, int],
+               in_hw: Sequence[int]) -> tuple[int, int, int, int]:
+    """Pads whose floor-rule output size is ONNX's ceil_mode size: the output rounds up, but
+    a last window that would start beyond the input and its leading pad is dropped."""
+    extra = []
+    for i in range(2):
+        span = in_hw[i] + pads[i] + pads[i + 2] - dilation[i] * (size[i] - 1) - 1
+        out = -(-span // stride[i]) + 1
+        if (out - 1) * stride[i] >= in_hw[i] + pads[i]:
+            out -= 1
+        extra.append(max(0, (out - 1) * stride[i] - span))
+    return (pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1])
 
 
 def _windows(x: np.ndarray, win: Geometry, fill: float, wrap: bool = False) -> np.ndarray:
@@ -227,8 +261,9 @@ def deconv_as_conv(node: Node, weight: np.ndarray) -> tuple[np.ndarray, Geometry
     return flipped, Geometry((kh, kw), (1, 1), conv_pads, (1, 1))
 
 
-def resize_factor(graph: Graph, node: Node) -> tuple[int, int]:
-    """The integer (fy, fx) of a nearest Resize that repeats pixels; others raise."""
+def repeat_factor(graph: Graph, node: Node) -> tuple[int, int] | None:
+    """The integer (fy, fx) of a nearest Resize (opset 11 on) that repeats each pixel, or
+    None for any other resize."""
     mode = str(node.attrs.get("mode", "nearest"))
     coords = str(node.attrs.get("coordinate_transformation_mode", "half_pixel"))
     nearest = str(node.attrs.get("nearest_mode", "round_prefer_floor"))
@@ -239,11 +274,26 @@ def resize_factor(graph: Graph, node: Node) -> tuple[int, int]:
                or (coords == "half_pixel" and nearest == "round_prefer_floor")
                or (coords == "asymmetric" and nearest == "round_prefer_floor"
                    and fy == fx == 2))
-    if mode != "nearest" or not ok or not repeats:
-        raise InputError(f"node {node.name}: only nearest Resize by integer factors that "
-                         f"repeat pixels is supported (mode {mode}, {coords}, {nearest}, "
-                         f"{x} -> {y})")
+    if node.op != "Resize" or graph.opset < 11 or mode != "nearest" or not ok \
+            or not repeats or _explicit_roi(graph, node):
+        return None
     return fy, fx
+
+
+def _explicit_roi(graph: Graph, node: Node) -> bool:
+    coords = str(node.attrs.get("coordinate_transformation_mode", "half_pixel"))
+    return coords == "tf_crop_and_resize"
+
+
+def resize_scales(graph: Graph, node: Node) -> tuple[float, float]:
+    """A 4-D Resize's (H, W) scales: the `scales` input when given, else out / in."""
+    x, y = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
+    index = 2 if node.op == "Resize" and graph.opset >= 11 else 1
+    if len(node.inputs) > index and node.inputs[index] and graph.is_const(node.inputs[index]):
+        value = np.asarray(graph.tensors[node.inputs[index]].value, np.float64).reshape(-1)
+        if value.size == 4:
+            return float(value[2]), float(value[3])
+    return y[2] / x[2], y[3] / x[3]
 
 
 def clip_bounds(graph: Graph, node: Node) -> tuple[float, float]:
@@ -261,6 +311,20 @@ def clip_bounds(graph: Graph, node: Node) -> tuple[float, float]:
     return bounds[0], bounds[1]
 
 
+def _per_channel(graph: Graph, node: Node) -> np.ndarray | None:
+    """The constant operand of a Mul / Add as one float64 value per channel (axis 1 of the
+    output), or None when it varies along another axis or the output has no channel axis."""
+    out = graph.tensors[node.outputs[0]].shape
+    const = next(n for n in node.inputs if graph.is_const(n))
+    value = np.asarray(graph.tensors[const].value, np.float64)
+    if len(out) < 2 or value.ndim > len(out):
+        return None
+    full = value.reshape((1,) * (len(out) - value.ndim) + value.shape)
+    if any(d != 1 for k, d in enumerate(full.shape) if k != 1):
+        return None
+    return np.broadcast_to(full.reshape(-1), (out[1],)).copy()
+
+
 def channel_affine(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray]:
     """(a, b) per channel with y = a[c] x + b[c], for ScaleShift and Mul / Add by a
     constant that varies at most along axis 1."""
@@ -270,23 +334,23 @@ def channel_affine(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray]:
         assert scale is not None and shift is not None
         return (np.asarray(scale, np.float64).reshape(channels),
                 np.asarray(shift, np.float64).reshape(channels))
-    const = next(n for n in node.inputs if graph.is_const(n))
-    value = np.asarray(graph.tensors[const].value, np.float64)
-    rank = len(graph.tensors[node.outputs[0]].shape)
-    full = value.reshape((1,) * (rank - value.ndim) + value.shape)
-    if value.ndim > rank or any(d != 1 for k, d in enumerate(full.shape) if k != 1):
-        raise InputError(f"node {node.name}: {node.op} by a constant of shape "
-                         f"{value.shape} (only per-channel constants are supported)")
-    per_channel = np.broadcast_to(full.reshape(-1), (channels,)).copy()
+    per_channel = _per_channel(graph, node)
+    if per_channel is None:
+        raise InputError(f"node {node.name}: {node.op} by a constant that is not per channel")
     if node.op == "Mul":
         return per_channel, np.zeros(channels)
     return np.ones(channels), per_channel
 
 
 def is_channel_affine(graph: Graph, node: Node) -> bool:
-    return node.op == "ScaleShift" or (
-        node.op in ("Mul", "Add") and len(node.inputs) == 2
-        and sum(graph.is_const(n) for n in node.inputs) == 1)
+    """ScaleShift, or a Mul / Add of a float feature map by a per-channel float constant."""
+    if node.op == "ScaleShift":
+        return True
+    if node.op not in ("Mul", "Add") or len(node.inputs) != 2 \
+            or sum(graph.is_const(n) for n in node.inputs) != 1:
+        return False
+    const = next(n for n in node.inputs if graph.is_const(n))
+    return graph.tensors[const].dtype.startswith("float") and _per_channel(graph, node) is not None
 
 
 def split_points(graph: Graph, node: Node) -> tuple[int, list[int]]:
@@ -364,9 +428,112 @@ def lrn(x: np.ndarray, size: int, alpha: float = 1e-4, beta: float = 0.75,
 
 def float_node(graph: Graph, node: Node, ins: list[Any], *,
                pre_residual: bool = False) -> list[np.ndarray]:
-    """The float32 outputs of one node given its input values (None for omitted inputs).
-    With `pre_residual`, a residual Conv gives conv(x) + bias without the residual and the
-    activation (what calibration measures for the intermediate tensor)."""
+    """The outputs of one node given its input values (None for omitted inputs), as ONNX
+    defines the op: emu's NumPy definitions for float inputs (float32 arithmetic), onnx's
+    reference implementation (`reference_node`) for every other op and for integer or
+    boolean inputs. With `pre_residual`, a residual Conv gives conv(x) + bias without the
+    residual and the activation (what calibration measures for the intermediate tensor)."""
+    own = node.op in _EMU_OPS or (
+        len(node.outputs) == 1 and all(
+            graph.tensors[n].dtype.startswith("float")
+            for n in (*node.inputs[:1], *node.outputs) if n))
+    outs = _numpy_node(graph, node, ins, pre_residual) if own else None
+    if outs is None:
+        outs = reference_node(graph.opset, node, ins)
+    return [np.asarray(v, graph.tensors[name].dtype) if name else np.asarray(v)
+            for name, v in zip(node.outputs, outs, strict=True)]
+
+
+# emu's own ops (fused by the importer): only its NumPy definitions compute them.
+_EMU_OPS = frozenset({"FC", "Silu", "ScaleShift", "Preprocess"})
+
+
+def lut_function(graph: Graph, node: Node) -> Callable[[np.ndarray], np.ndarray]:
+    """The ONNX definition of a LUT op (emu/nn/optable.py kind "lut") with the node's
+    attributes, vectorised over float64: what the float model computes and what the BPU's
+    table is built from."""
+    a, op = node.attrs, node.op
+    if op in ("Elu", "LeakyRelu"):
+        alpha = float(a.get("alpha", 1.0 if op == "Elu" else 0.01))
+        if op == "Elu":
+            return lambda x: np.where(x >= 0, x, alpha * np.expm1(x))
+        return lambda x: np.where(x >= 0, x, alpha * x)
+    if op in ("HardSigmoid", "HardSwish"):
+        alpha = float(a.get("alpha", 0.2)) if op == "HardSigmoid" else 1.0 / 6.0
+        beta = float(a.get("beta", 0.5))
+        if op == "HardSigmoid":
+            return lambda x: np.clip(alpha * x + beta, 0.0, 1.0)
+        return lambda x: x * np.clip(alpha * x + beta, 0.0, 1.0)
+    if op == "Pow":
+        exponent = graph.tensors[node.inputs[1]].value
+        assert exponent is not None
+        power = float(np.asarray(exponent).reshape(-1)[0])
+        return lambda x: np.power(x, power)
+    functions: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+        "Abs": np.abs, "Atan": np.arctan, "Ceil": np.ceil, "Cos": np.cos, "Exp": np.exp,
+        "Floor": np.floor, "Log": np.log, "Reciprocal": np.reciprocal, "Sin": np.sin,
+        "Softplus": lambda x: np.logaddexp(0.0, x), "Sqrt": np.sqrt, "Tanh": np.tanh,
+        "Sigmoid": lambda x: 0.5 + 0.5 * np.tanh(0.5 * x),
+        "Silu": lambda x: x * (0.5 + 0.5 * np.tanh(0.5 * x))}
+    if op not in functions:
+        raise InputError(f"node {node.name}: {op} is not a LUT op")
+    return functions[op]
+
+
+def _proto_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Node attributes as onnx.helper.make_node takes them (arrays as tensors; an empty
+    list, whose type nothing says, is left out: ONNX reads it as the default)."""
+    def value(v: Any) -> Any:
+        return onnx.numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
+    out = {}
+    for key, v in attrs.items():
+        if isinstance(v, tuple):
+            if v:
+                out[key] = [value(item) for item in v]
+        else:
+            out[key] = value(v)
+    return out
+
+
+_REFERENCE_CACHE: dict[int, tuple[Node, int, ReferenceEvaluator]] = {}
+_REFERENCE_CACHE_SIZE = 4096
+
+
+def reference_node(opset: int, node: Node, ins: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """The node's outputs from the ONNX reference implementation the onnx package ships
+    (`onnx.reference`), at `opset`: the definition of every op emu has no NumPy code for,
+    which the CPU computes in float (and integer) as ONNX defines it. A failure is a
+    one-line InputError naming the node."""
+    cached = _REFERENCE_CACHE.get(id(node))
+    if cached is None or cached[0] is not node or cached[1] != opset:
+        try:
+            proto = onnx.helper.make_node(
+                node.op, [f"in{k}" if n else "" for k, n in enumerate(node.inputs)],
+                [f"out{k}" if n else "" for k, n in enumerate(node.outputs)],
+                **_proto_attrs(node.attrs))
+            evaluator = ReferenceEvaluator(proto, opsets={"": opset})
+        except Exception as exc:  # onnx raises many kinds for an op it cannot build
+            raise InputError(f"node {node.name} ({node.op}): {_first_line(exc)}") from None
+        if len(_REFERENCE_CACHE) >= _REFERENCE_CACHE_SIZE:
+            _REFERENCE_CACHE.clear()
+        cached = _REFERENCE_CACHE[id(node)] = (node, opset, evaluator)
+    feeds = {f"in{k}": v for k, (n, v) in enumerate(zip(node.inputs, ins, strict=True)) if n}
+    try:
+        with np.errstate(all="ignore"):
+            outs = cached[2].run(None, feeds)
+    except Exception as exc:  # the reference raises what NumPy raises
+        raise InputError(f"node {node.name} ({node.op}): {_first_line(exc)}") from None
+    return [np.asarray(v) for v in list(outs)[:len(node.outputs)]]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _numpy_node(graph: Graph, node: Node, ins: list[Any],
+                pre_residual: bool) -> list[np.ndarray] | None:
+    """emu's own NumPy definition of a node on float inputs, or None when it has none."""
     op, a = node.op, node.attrs
     x = ins[0]
     out_shape = graph.tensors[node.outputs[0]].shape
@@ -403,8 +570,8 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
         return [part.copy() for part in np.split(x, points, axis=axis)]
     elif op == "Concat":
         y = np.concatenate(ins, axis=int(a["axis"]))
-    elif op == "Resize":
-        fy, fx = resize_factor(graph, node)
+    elif op == "Resize" and repeat_factor(graph, node) is not None:
+        fy, fx = repeat_factor(graph, node) or (1, 1)
         y = np.repeat(np.repeat(x, fy, axis=2), fx, axis=3)
     elif op == "Relu":
         y = np.maximum(x, np.float32(0))
@@ -429,7 +596,7 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
             y = fn(y, other)
     elif op == "Preprocess":
         y = image_input(graph, node).to_float(x)
-    elif op == "Softmax":
+    elif op == "Softmax" and (graph.opset >= 13 or int(a.get("axis", 1)) % x.ndim == x.ndim - 1):
         y = softmax(x, int(a.get("axis", -1)))
     elif op == "LRN":
         y = lrn(x, int(a["size"]), float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)),
@@ -449,8 +616,11 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
         var = np.square(x - mean).mean(axis=axes, keepdims=True)
         y = ((x - mean) / np.sqrt(var + float(a.get("epsilon", 1e-5))) * ins[1].reshape(view)
              + ins[2].reshape(view))
+    elif is_lut(node):
+        with np.errstate(all="ignore"):
+            y = lut_function(graph, node)(x.astype(np.float64))
     else:
-        raise InputError(f"node {node.name}: no float implementation of {op}")
+        return None
     return [np.asarray(y, np.float32).reshape(out_shape)]
 
 
@@ -493,6 +663,13 @@ def _reshape(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return v.reshape(shape)
 
 
+def _copy(v: np.ndarray) -> np.ndarray:
+    return v
+
+
+_BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Sum"})
+
+
 def _transpose(v: np.ndarray, perm: Sequence[int] | None) -> np.ndarray:
     return np.ascontiguousarray(v.transpose(perm))
 
@@ -522,23 +699,45 @@ class _Builder:
 
     def add(self, a: str, b: str, out: str,
             activation: str = "none") -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-        """`kernels.Add` of tensors a and b into out; an int8 input next to an int16 one is
-        widened (same scale, same codes)."""
+        """`kernels.Add` of tensors a and b into out (see `pair`)."""
+        return self.pair("Add", a, b, out, activation)
+
+    def pair(self, op: str, a: str, b: str, out: str,
+             activation: str = "none") -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """The integer op of two code tensors a and b into out: Add, Sub, Mul, Div, Max or
+        MatMul; an int8 input next to an int16 one is widened (same scale, same codes)."""
         wide = max(self.dtype(a), self.dtype(b), key=lambda t: t.itemsize)
-        op = kernels.Add(self.scale(a), self.scale(b), self.scale(out),
-                         activation=cast(kernels.Activation, activation), in_dtype=wide,
-                         out_dtype=self.dtype(out))
-        return lambda x, y: op(x.astype(wide, copy=False), y.astype(wide, copy=False))
+        scales = (self.scale(a), self.scale(b), self.scale(out))
+        out_dtype = self.dtype(out)
+        kernel: Callable[[np.ndarray, np.ndarray], np.ndarray]
+        if op in ("Add", "Sub"):
+            kernel = kernels.Add(*scales, activation=cast(kernels.Activation, activation),
+                                 in_dtype=wide, out_dtype=out_dtype, subtract=op == "Sub")
+        elif op == "Mul":
+            kernel = kernels.Mul(*scales, in_dtype=wide, out_dtype=out_dtype)
+        elif op == "Div":
+            kernel = kernels.Div(*scales, in_dtype=wide, out_dtype=out_dtype)
+        elif op == "Max":
+            kernel = kernels.Extremum("max", *scales, in_dtype=wide, out_dtype=out_dtype)
+        elif op == "MatMul":
+            kernel = kernels_tensor.MatMul(*scales, in_dtype=wide, out_dtype=out_dtype)
+        else:
+            raise kernels.QuantisationError(f"no integer {op} of two tensors")
+        return lambda x, y: kernel(x.astype(wide, copy=False), y.astype(wide, copy=False))
 
     def step(self, node: Node) -> Step:
         """The step that computes `node`'s output codes from its input codes."""
         graph, op = self.graph, node.op
         if op == "Conv" and node.residual:
             return self._residual_conv(node)
-        if op in ("Add", "Sum") and not is_channel_affine(graph, node):
-            return self._sum(node)
+        if op in _BINARY and not is_channel_affine(graph, node):
+            return self._binary(node)
         if op == "Split":
             return self._split(node)
+        if op == "MatMul":
+            return self._binary(node)
+        if self._on_codes_op(node):
+            return self._on_codes(node)
         fn = self._function(node)
         feature_maps = [n for n in node.inputs if n and not graph.is_const(n)]
         if op in ("Conv", "FC", "ConvTranspose"):
@@ -548,6 +747,14 @@ class _Builder:
         def node_step(codes: Codes) -> None:
             codes[out] = fn(*(codes[n] for n in feature_maps))
         return node_step
+
+    def _on_codes_op(self, node: Node) -> bool:
+        """Data movement whose ONNX definition, applied to the codes, gives the output codes
+        (every "move" op but Concat; a nearest Resize that does not simply repeat)."""
+        if node.op in ("Resize", "Upsample"):
+            return (str(node.attrs.get("mode", "nearest")) == "nearest"
+                    and repeat_factor(self.graph, node) is None)
+        return optable.kind(node.op) == "move" and node.op != "Concat"
 
     def _function(self, node: Node) -> Callable[..., np.ndarray]:
         """The codes -> codes function of a node with one output."""
@@ -571,12 +778,19 @@ class _Builder:
             concat = kernels.Concat([self.scale(n) for n in node.inputs], self.scale(out),
                                     axis=int(a["axis"]), out_dtype=self.dtype(out))
             return lambda *parts: concat(list(parts))
-        if op in LUT_OPS:
-            if op == "HardSigmoid" and (float(a.get("alpha", 0.2)) != 0.2
-                                        or float(a.get("beta", 0.5)) != 0.5):
-                raise kernels.QuantisationError(
-                    f"node {node.name}: HardSigmoid with non-default alpha/beta")
-            return kernels.Lut.from_function(LUT_OPS[op], self.scale(x), self.scale(out))
+        if is_lut(node):
+            function: Callable[..., Any] | str = _NAMED_LUTS.get(op) or lut_function(graph, node)
+            return kernels.Lut.from_function(function, self.scale(x), self.scale(out),
+                                             in_dtype=self.dtype(x), out_dtype=self.dtype(out))
+        if op in ("ReduceMax", "ReduceMean", "ReduceSum", "GlobalMaxPool"):
+            return self._reduce(node)
+        if op in ("ArgMax", "ArgMin"):
+            pick = kernels_tensor.argmax if op == "ArgMax" else kernels_tensor.argmin
+            return partial(pick, axis=int(a.get("axis", 0)) % len(x_shape),
+                           keepdims=bool(a.get("keepdims", 1)),
+                           select_last_index=bool(a.get("select_last_index", 0)))
+        if op == "Identity":
+            return _copy
         if op in ("MaxPool", "AveragePool"):
             win = geometry(node, a["kernel_shape"], x_shape[2:])
             if op == "MaxPool":
@@ -590,8 +804,19 @@ class _Builder:
         if op == "Preprocess":
             return partial(image_input(graph, node).to_codes, out_scale=self.scale(out),
                            out_dtype=self.dtype(out))
-        if op == "Resize":
-            return partial(kernels.resize_nearest, factor=resize_factor(graph, node))
+        if op in ("Resize", "Upsample"):
+            factor = repeat_factor(graph, node)
+            if factor is not None:
+                return partial(kernels.resize_nearest, factor=factor)
+            mode = (str(a.get("coordinate_transformation_mode", "half_pixel"))
+                    if graph.opset >= 11 else "asymmetric")
+            if mode not in get_args(kernels_tensor.CoordinateMode):
+                raise kernels.QuantisationError(f"node {node.name}: linear Resize in "
+                                                f"coordinate mode {mode}")
+            height, width = graph.tensors[out].shape[2:]
+            return partial(kernels_tensor.resize_linear, sizes=(height, width),
+                           mode=cast(kernels_tensor.CoordinateMode, mode),
+                           scales=resize_scales(graph, node))
         if op in ("Relu", "Clip"):
             low, high = (0.0, math.inf) if op == "Relu" else clip_bounds(graph, node)
             return partial(_clamp, lo=_exact_bound(low, self.scale(x), self.dtype(x)),
@@ -602,6 +827,79 @@ class _Builder:
             return partial(_transpose, perm=a.get("perm"))
         raise kernels.QuantisationError(
             f"node {node.name}: no integer implementation of {op} on the BPU")
+
+    def _reduce(self, node: Node) -> Callable[[np.ndarray], np.ndarray]:
+        graph, x, out = self.graph, node.inputs[0], node.outputs[0]
+        rank = len(graph.tensors[x].shape)
+        if node.op == "GlobalMaxPool":
+            return partial(kernels_tensor.reduce_max, axes=tuple(range(2, rank)))
+        axes = optable.reduce_axes(graph, node)
+        assert axes is not None  # the table's check refuses a reduction without axes
+        if node.op == "ReduceMax":
+            return partial(kernels_tensor.reduce_max, axes=axes)
+        if node.op == "ReduceMean":
+            return partial(kernels_tensor.reduce_mean, axes=axes)
+        return kernels_tensor.ReduceSum(self.scale(x), self.scale(out), axes,
+                                        in_dtype=self.dtype(x), out_dtype=self.dtype(out))
+
+    def _binary(self, node: Node) -> Step:
+        """Add, Sub, Mul, Div, Max, Sum and MatMul of codes: feature maps, or a constant
+        operand quantised at its own scale (`quantize` gives it one). Sum and Max of more
+        than two inputs are a chain of pairs, each into the output's scale."""
+        graph, out = self.graph, node.outputs[0]
+        names = list(node.inputs)
+        fixed = {n: to_codes(np.asarray(graph.tensors[n].value), self.scale(n),
+                             self.q.tensors[n].dtype)
+                 for n in names if graph.is_const(n)}
+        if len(names) == 1:  # a Sum or Max of one input: its codes at the output's scale
+            rescale = kernels.Rescale(self.scale(names[0]), self.scale(out),
+                                      out_dtype=self.dtype(out))
+            kernel_chain: list[Callable[[np.ndarray, np.ndarray], np.ndarray]] = []
+        else:
+            op = "Add" if node.op == "Sum" else node.op
+            kernel_chain = [self.pair(op, names[0], names[1], out)]
+            kernel_chain += [self.pair(op, out, name, out) for name in names[2:]]
+
+        def value(codes: Codes, name: str) -> np.ndarray:
+            return fixed[name] if name in fixed else codes[name]
+
+        def binary_step(codes: Codes) -> None:
+            if not kernel_chain:
+                codes[out] = rescale(value(codes, names[0]))
+                return
+            total = kernel_chain[0](value(codes, names[0]), value(codes, names[1]))
+            for kernel, name in zip(kernel_chain[1:], names[2:], strict=True):
+                total = kernel(total, value(codes, name))
+            codes[out] = total
+        return binary_step
+
+    def _on_codes(self, node: Node) -> Step:
+        """The op's ONNX definition on the codes (see `_on_codes_op`); a Pad's constant is
+        its code at the input's scale."""
+        graph, x = self.graph, node.inputs[0]
+        target = node
+        consts = [None if not n or not graph.is_const(n) else graph.tensors[n].value
+                  for n in node.inputs]
+        if node.op == "Pad":
+            value = consts[2] if len(consts) > 2 and consts[2] is not None else \
+                np.float64(node.attrs.get("value", 0.0))
+            code = to_codes(np.asarray(value, np.float64).reshape(-1)[:1],
+                            self.scale(x), self.q.tensors[x].dtype)[0]
+            if len(consts) > 2 and consts[2] is not None:
+                consts[2] = np.asarray(code)
+            else:
+                target = Node(node.name, node.op, node.inputs, node.outputs,
+                              {**node.attrs, "value": float(code)})
+        dtypes = [self.dtype(n) if n in self.q.tensors else np.dtype(graph.tensors[n].dtype)
+                  for n in node.outputs]
+
+        def codes_step(codes: Codes) -> None:
+            ins = [c if c is not None or not n else codes[n]
+                   for n, c in zip(node.inputs, consts, strict=True)]
+            outs = reference_node(graph.opset, target, ins)
+            codes.update((name, np.asarray(v).astype(t, copy=False))
+                         for name, v, t in zip(node.outputs, outs, dtypes, strict=True))
+        return codes_step
 
     def _residual_conv(self, node: Node) -> Step:
         x, out, residual = node.inputs[0], node.outputs[0], node.residual
@@ -648,20 +946,6 @@ class _Builder:
                          for name, part in zip(outs, parts, strict=True))
         return split_step
 
-    def _sum(self, node: Node) -> Step:
-        if len(node.inputs) < 2:
-            raise kernels.QuantisationError(f"node {node.name}: {node.op} of one input")
-        names, out = list(node.inputs), node.outputs[0]
-        adds = [self.add(names[0], names[1], out)]
-        adds += [self.add(out, name, out) for name in names[2:]]
-
-        def sum_step(codes: Codes) -> None:
-            total = adds[0](codes[names[0]], codes[names[1]])
-            for add, name in zip(adds[1:], names[2:], strict=True):
-                total = add(total, codes[name])
-            codes[out] = total
-        return sum_step
-
 
 def prepare(qmodel: QuantModel) -> dict[int, list[Step]]:
     """The steps of every BPU segment (by segment index), built once per model and kept in
@@ -693,7 +977,10 @@ class Execution:
 
     def as_float(self, name: str) -> np.ndarray:
         if name not in self.floats:
-            self.floats[name] = from_codes(self.codes[name], self.qmodel.tensors[name].scale)
+            qt = self.qmodel.tensors.get(name)
+            # No codes for an integer output of the BPU (ArgMax's indices): it is as it is.
+            value = self.codes[name]
+            self.floats[name] = value if qt is None else from_codes(value, qt.scale)
         return self.floats[name]
 
     def as_codes(self, name: str) -> np.ndarray:

@@ -19,6 +19,9 @@ import numpy as np
 
 from emu.errors import InputError
 
+# The opset of a graph that does not say (the zoo writes its networks at this one).
+DEFAULT_OPSET = 13
+
 
 @dataclass(frozen=True)
 class Tensor:
@@ -59,16 +62,18 @@ class Node:
 
 @dataclass(frozen=True)
 class Graph:
-    """Inputs and outputs by tensor name, nodes in topological order, all tensors by name."""
+    """Inputs and outputs by tensor name, nodes in topological order, all tensors by name;
+    `opset` is the default-domain opset whose definitions the nodes follow."""
 
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     nodes: tuple[Node, ...]
     tensors: dict[str, Tensor]
+    opset: int = DEFAULT_OPSET
 
     def producers(self) -> dict[str, Node]:
         """Tensor name -> the node that writes it."""
-        return {out: node for node in self.nodes for out in node.outputs}
+        return {out: node for node in self.nodes for out in node.outputs if out}
 
     def consumers(self) -> dict[str, list[Node]]:
         """Tensor name -> the nodes that read it (in node order)."""
@@ -114,7 +119,7 @@ class Graph:
                 if name and name not in written:
                     raise InputError(f"graph: node {node.name} ({node.op}) reads {name!r} "
                                      "before anything writes it")
-            for name in node.outputs:
+            for name in (n for n in node.outputs if n):
                 if name in written:
                     raise InputError(f"graph: tensor {name!r} is written twice")
                 if name not in self.tensors:
@@ -203,7 +208,7 @@ def to_packed(graph: Graph, prefix: str = "graph", elide: Iterable[str] = ()
                         for k, v in n.attrs.items()}}
              for i, n in enumerate(graph.nodes)]
     meta = {"inputs": list(graph.inputs), "outputs": list(graph.outputs), "nodes": nodes,
-            "tensors": tensors}
+            "tensors": tensors, "opset": graph.opset}
     return meta, arrays
 
 
@@ -223,7 +228,8 @@ def from_packed(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
         nodes = tuple(Node(n["name"], n["op"], tuple(n["inputs"]), tuple(n["outputs"]),
                            {k: _decode_attr(v, arrays) for k, v in n["attrs"].items()})
                       for n in meta["nodes"])
-        graph = Graph(tuple(meta["inputs"]), tuple(meta["outputs"]), nodes, tensors)
+        graph = Graph(tuple(meta["inputs"]), tuple(meta["outputs"]), nodes, tensors,
+                      int(meta.get("opset", DEFAULT_OPSET)))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"graph: malformed description ({exc!r})") from None
     graph.validate()

@@ -1,22 +1,38 @@
 """ONNX -> `Graph`, and the compiler's graph passes (issue 11, the front of `emu compile`).
 
-`load` reads a model (a path, bytes or an `onnx.ModelProto`), runs ONNX shape inference in
-strict mode and converts it. Accepted: default-domain opsets 10 to 21 (what onnx 1.23's
-shape inference and the J5 toolchain both cover), static shapes on every graph input, a
-shape for every tensor after inference. Anything else raises a one-line `InputError`.
+`load` reads a model (a path, bytes or an `onnx.ModelProto`), brings it into the supported
+default-domain opsets 10 to 21 with `onnx.version_converter` when it is outside them (to
+13, the zoo's opset, from below; to 21 from above; `notes` receives one line saying so,
+and a model the converter cannot convert is refused naming the operator), runs ONNX
+shape inference in strict mode and converts it. Accepted besides: static shapes on every
+graph input, a shape for every tensor after inference. Anything else raises a one-line
+`InputError`.
 
-`compile_graph` applies the passes in this fixed order; each is a pure Graph -> Graph:
+`compile_graph` applies the passes in this fixed order; each is a pure Graph -> Graph, and
+none renames a graph output:
 
-1. `fold_constants`: nodes whose inputs are all constant (and Shape of a static shape)
-   are evaluated with NumPy for Constant, ConstantOfShape, Shape, Gather, Concat, Reshape,
-   Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Identity, Transpose; other ops stay.
-2. `remove_identities`: Dropout (inference) and Identity vanish; readers read the input.
+1. `fold_constants`: nodes whose inputs are all constant (and Shape and Size of a static
+   shape) are evaluated: with NumPy for Constant, ConstantOfShape, Shape, Gather, Concat,
+   Reshape, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Identity, Transpose, with the
+   operator's ONNX definition (`execute.reference_node`) for any other, except the random
+   generators.
+2. `remove_identities`: Dropout (inference) and Identity vanish; readers read the input. One
+   whose output is a graph output and whose input is a graph input or another graph output
+   stays, as Identity, so the output keeps its name; otherwise the node writing the input
+   writes the output name instead.
 3. `fold_batchnorm`: a BatchNormalization after a Conv (whose output nothing else reads)
    goes into the Conv: w' = w*g/sqrt(v+eps), b' = (b-mean)*g/sqrt(v+eps)+beta, in float64,
    stored float32. Any other BatchNormalization becomes "ScaleShift" (x*scale + shift per
    channel, both constants of shape (C,)).
 4. `gemm_to_fc`: Gemm (transA=0) and 2-D MatMul with constant weights become "FC" with
    inputs (x, w[out, in], bias or ""): a 1x1 convolution for the later passes.
+   `fc_over_maps`: an FC reading a flattened N x C x H x W map (Flatten, or Reshape to
+   N x CHW) becomes a Conv with an H x W kernel over the map and a Reshape to N x out, as
+   J5's toolchain maps Gemm (the same products, so the same function), which keeps wide
+   classifiers (AlexNet's 9216, VGG's 25088 inputs) within the conv's channel limit.
+   `constant_divisors`: Div by a float constant becomes Mul by its reciprocal and Sub of a
+   constant becomes Add of its negation (J5 divides only feature maps; this is what its
+   toolchain does with a constant divisor).
 5. `fuse_activations`: Conv -> Relu and Conv -> Clip(0, 6) become the Conv's `activation`
    ("relu", "relu6") when the Conv's output has no other reader.
 6. `fuse_residuals`: Add(conv, shortcut), where the shortcut is a feature map of the Add's
@@ -29,22 +45,45 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
+import onnx.version_converter
 
 from emu.errors import InputError
+from emu.nn import execute
 from emu.nn.graph import Graph, Node, Tensor
 
 MIN_OPSET = 10
 MAX_OPSET = 21
+CONVERT_UP_TO = 13  # the opset a model below MIN_OPSET is converted to (the zoo's)
+_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                     "Multinomial", "Bernoulli"})
 
 
-def load(source: str | Path | bytes | onnx.ModelProto) -> Graph:
-    """The model as a `Graph` (shapes inferred, not yet compiled)."""
-    where = "model" if isinstance(source, onnx.ModelProto | bytes) else str(source)
+def convert_opset(model: onnx.ModelProto, opset: int, where: str) -> onnx.ModelProto:
+    """The model converted to `opset` by onnx's version converter, or a one-line error
+    naming the operator it could not convert."""
+    try:
+        return onnx.version_converter.convert_version(model, opset)
+    except Exception as exc:  # the converter raises RuntimeError and friends
+        text = " ".join(str(exc).split())
+        ops = sorted({n.op_type for n in model.graph.node if n.op_type in text})
+        named = f" (operator {', '.join(ops)})" if ops else ""
+        raise InputError(f"{where}: cannot convert opset to {opset}{named}: "
+                         f"{text[:200]}") from None
+
+
+def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None = None,
+         where: str | None = None) -> Graph:
+    """The model as a `Graph` (shapes inferred, not yet compiled); a line about anything
+    done to it on the way (an opset conversion) is appended to `notes`. `where` names the
+    model in messages (default: its path, or "model")."""
+    if where is None:
+        where = "model" if isinstance(source, onnx.ModelProto | bytes) else str(source)
     if isinstance(source, onnx.ModelProto):
         model = source
     else:
@@ -62,12 +101,18 @@ def load(source: str | Path | bytes | onnx.ModelProto) -> Graph:
     opset = opsets.get("", opsets.get("ai.onnx"))
     if opset is None:
         raise InputError(f"{where}: no default-domain opset import")
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise InputError(f"{where}: opset {opset} is outside the supported range "
-                         f"{MIN_OPSET}-{MAX_OPSET}")
-    foreign = sorted({n.domain for n in model.graph.node if n.domain not in ("", "ai.onnx")})
+    foreign = sorted({f"{n.op_type} ({n.domain})" for n in model.graph.node
+                      if n.domain not in ("", "ai.onnx")})
     if foreign:
-        raise InputError(f"{where}: operators of unsupported domain(s) {', '.join(foreign)}")
+        raise InputError(f"{where}: operator(s) of a domain other than ONNX's: "
+                         f"{', '.join(foreign)}")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        target = CONVERT_UP_TO if opset < MIN_OPSET else MAX_OPSET
+        model = convert_opset(model, target, where)
+        if notes is not None:
+            notes.append(f"{where}: converted from opset {opset} to {target} "
+                         "(onnx.version_converter)")
+        opset = target
     initializers = {t.name for t in model.graph.initializer}
     for value in model.graph.input:
         if value.name in initializers:
@@ -82,7 +127,7 @@ def load(source: str | Path | bytes | onnx.ModelProto) -> Graph:
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{where}: shape inference failed: {first}") from None
-    return _convert(model, where)
+    return _convert(model, where, opset)
 
 
 def _dtype(elem_type: int) -> str:
@@ -99,7 +144,7 @@ def _attr(value: Any) -> Any:
     return value
 
 
-def _convert(model: onnx.ModelProto, where: str) -> Graph:
+def _convert(model: onnx.ModelProto, where: str, opset: int) -> Graph:
     g = model.graph
     tensors: dict[str, Tensor] = {}
     for init in g.initializer:
@@ -120,10 +165,13 @@ def _convert(model: onnx.ModelProto, where: str) -> Graph:
                 raise InputError(f"{where}: no static shape for tensor {name!r} "
                                  f"(output of {proto.op_type} {proto.name or k})")
         attrs = {a.name: _attr(onnx.helper.get_attribute_value(a)) for a in proto.attribute}
+        outputs = list(proto.output)
+        while outputs and not outputs[-1]:
+            outputs.pop()  # omitted trailing outputs; an omitted one before others stays ""
         nodes.append(Node(proto.name or f"{proto.op_type}_{k}", proto.op_type,
-                          tuple(proto.input), tuple(n for n in proto.output if n), attrs))
+                          tuple(proto.input), tuple(outputs), attrs))
     inputs = tuple(v.name for v in g.input if not tensors[v.name].is_const)
-    graph = Graph(inputs, tuple(v.name for v in g.output), tuple(nodes), tensors)
+    graph = Graph(inputs, tuple(v.name for v in g.output), tuple(nodes), tensors, opset)
     graph.validate()
     return graph
 
@@ -182,7 +230,8 @@ def _evaluate(node: Node, ins: list[np.ndarray | None]) -> list[np.ndarray] | No
 
 
 def fold_constants(graph: Graph) -> Graph:
-    """Evaluate the nodes whose inputs are all constant (Shape: whose input shape is known)."""
+    """Evaluate the nodes whose inputs are all constant (Shape and Size: whose input shape
+    is known)."""
     tensors = dict(graph.tensors)
     kept = []
     for node in graph.nodes:
@@ -190,13 +239,20 @@ def fold_constants(graph: Graph) -> Graph:
         if node.op == "Shape":
             shape = np.array(tensors[node.inputs[0]].shape, dtype=np.int64)
             outs = [shape[node.attrs.get("start", 0):node.attrs.get("end")]]
-        elif all(not n or tensors[n].is_const for n in node.inputs):
-            outs = _evaluate(node, [tensors[n].value if n else None for n in node.inputs])
+        elif node.op == "Size":
+            outs = [np.array(math.prod(tensors[node.inputs[0]].shape), dtype=np.int64)]
+        elif node.op not in _RANDOM and all(not n or tensors[n].is_const
+                                            for n in node.inputs):
+            ins = [tensors[n].value if n else None for n in node.inputs]
+            outs = _evaluate(node, ins)
+            if outs is None:
+                outs = execute.reference_node(graph.opset, node, ins)
         if outs is None:
             kept.append(node)
             continue
         for name, value in zip(node.outputs, outs, strict=True):
             old = tensors[name]
+            value = np.asarray(value)
             tensors[name] = Tensor(name, tuple(value.shape), str(value.dtype), value)
             if old.shape != tuple(value.shape):
                 raise InputError(f"constant folding: {node.op} {node.name} gives shape "
@@ -204,29 +260,41 @@ def fold_constants(graph: Graph) -> Graph:
     return graph.with_nodes(kept, tensors)
 
 
-def _rename(graph: Graph, nodes: list[Node], alias: dict[str, str]) -> Graph:
+def remove_identities(graph: Graph) -> Graph:
+    """Drop Dropout and Identity nodes; their readers read the input instead, and a graph
+    output they wrote keeps its name (see the module)."""
+    readers = graph.consumers()
+    producers = graph.producers()
+    outputs = set(graph.outputs)
+    alias: dict[str, str] = {}
+    renamed: dict[str, str] = {}  # a node's output -> the graph output name it now writes
+    kept = []
+    for node in graph.nodes:
+        if node.op not in ("Dropout", "Identity") or not node.inputs[0] or (
+                len(node.outputs) > 1 and readers.get(node.outputs[1])):
+            kept.append(node)  # a Dropout whose mask is read stays (and is refused)
+            continue
+        source, out = node.inputs[0], node.outputs[0]
+        while source in alias:
+            source = alias[source]
+        writer = producers.get(source)
+        if out not in outputs:
+            alias[out] = renamed.get(source, source)
+        elif (writer is not None and source not in outputs and source not in renamed
+              and all(r is node for r in readers.get(source, []))):
+            renamed[source] = out
+        else:
+            kept.append(Node(node.name, "Identity", (source,), (out,), {}))
     def target(name: str) -> str:
         while name in alias:
             name = alias[name]
-        return name
-    renamed = [Node(n.name, n.op, tuple(target(i) for i in n.inputs), n.outputs, n.attrs)
-               for n in nodes]
-    return graph.with_nodes(renamed, outputs=[target(o) for o in graph.outputs])
-
-
-def remove_identities(graph: Graph) -> Graph:
-    """Drop Dropout and Identity nodes; their readers read the input instead."""
-    alias = {}
-    kept = []
-    for node in graph.nodes:
-        if node.op in ("Dropout", "Identity") and node.inputs[0]:
-            alias[node.outputs[0]] = node.inputs[0]
-            if len(node.outputs) > 1 and graph.consumers().get(node.outputs[1]):
-                kept.append(node)  # the mask is read: leave it
-                alias.pop(node.outputs[0])
-        else:
-            kept.append(node)
-    return _rename(graph, kept, alias)
+        return renamed.get(name, name)
+    nodes = [Node(n.name, n.op, tuple(target(i) for i in n.inputs),
+                  tuple(renamed.get(o, o) for o in n.outputs), n.attrs) for n in kept]
+    tensors = dict(graph.tensors)
+    for old, new in renamed.items():
+        tensors[new] = replace(tensors[old], name=new)
+    return graph.with_nodes(nodes, tensors, outputs=[target(o) for o in graph.outputs])
 
 
 def _single_reader(graph: Graph, name: str, readers: dict[str, list[Node]]) -> Node | None:
@@ -277,35 +345,117 @@ def fold_batchnorm(graph: Graph) -> Graph:
     return graph.with_nodes(nodes, tensors)
 
 
+def _const(tensors: dict[str, Tensor], name: str, value: np.ndarray) -> str:
+    tensors[name] = Tensor(name, tuple(value.shape), str(value.dtype), value)
+    return name
+
+
+def _fc_parts(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray] | None:
+    """(w[out, in], bias[out]) in float64 of a Gemm / MatMul with constant weights that an
+    FC computes, or None."""
+    if node.op not in ("Gemm", "MatMul") or not graph.is_const(node.inputs[1]) \
+            or node.attrs.get("transA", 0):
+        return None
+    w = np.asarray(graph.tensors[node.inputs[1]].value, np.float64)
+    if w.ndim != 2 or not np.issubdtype(w.dtype, np.floating):
+        return None
+    w = (w if node.attrs.get("transB", 0) else w.T) * float(node.attrs.get("alpha", 1.0))
+    out = w.shape[0]
+    bias = np.zeros(out)
+    if len(node.inputs) > 2 and node.inputs[2]:
+        if not graph.is_const(node.inputs[2]):
+            return None
+        c = np.asarray(graph.tensors[node.inputs[2]].value, np.float64)
+        if c.size not in (1, out) or (c.ndim == 2 and c.shape[0] != 1) or c.ndim > 2:
+            return None
+        bias = np.broadcast_to(c.reshape(-1), (out,)) * float(node.attrs.get("beta", 1.0))
+    return w, bias
+
+
 def gemm_to_fc(graph: Graph) -> Graph:
-    """Gemm / 2-D MatMul with constant weights -> FC(x, w[out, in], bias)."""
+    """Gemm / MatMul with constant 2-D weights -> FC(x, w[out, in], bias); a MatMul of a
+    3-D or higher x (nn.Linear on tokens) is the FC of x viewed as rows, between two
+    Reshapes."""
     tensors = dict(graph.tensors)
     nodes = []
     for node in graph.nodes:
-        x = tensors[node.inputs[0]] if node.inputs else None
-        if (node.op in ("Gemm", "MatMul") and x is not None and len(x.shape) == 2
-                and graph.is_const(node.inputs[1]) and not node.attrs.get("transA", 0)
-                and (len(node.inputs) < 3 or not node.inputs[2] or graph.is_const(node.inputs[2]))):
-            w = np.asarray(tensors[node.inputs[1]].value, np.float64)
-            if w.ndim != 2:
-                nodes.append(node)
-                continue
-            w = w if node.attrs.get("transB", 0) else w.T
-            w = w * float(node.attrs.get("alpha", 1.0))
-            out = w.shape[0]
-            bias = np.zeros(out)
-            if len(node.inputs) > 2 and node.inputs[2]:
-                c = np.asarray(tensors[node.inputs[2]].value, np.float64)
-                if c.size not in (1, out):
-                    nodes.append(node)
-                    continue
-                bias = np.broadcast_to(c.reshape(-1), (out,)) * float(node.attrs.get("beta", 1.0))
-            wn, bn = f"{node.name}.fc_weight", f"{node.name}.fc_bias"
-            tensors[wn] = Tensor(wn, tuple(w.shape), "float32", w.astype(np.float32))
-            tensors[bn] = Tensor(bn, (out,), "float32", bias.astype(np.float32))
-            nodes.append(Node(node.name, "FC", (node.inputs[0], wn, bn), node.outputs, {}))
-        else:
+        parts = _fc_parts(graph, node)
+        x = tensors[node.inputs[0]].shape if node.inputs else ()
+        if parts is None or len(x) < 2 or (node.op == "Gemm" and len(x) != 2):
             nodes.append(node)
+            continue
+        w, bias = parts
+        wn = _const(tensors, f"{node.name}.fc_weight", w.astype(np.float32))
+        bn = _const(tensors, f"{node.name}.fc_bias", bias.astype(np.float32))
+        if len(x) == 2:
+            nodes.append(Node(node.name, "FC", (node.inputs[0], wn, bn), node.outputs, {}))
+            continue
+        rows = (math.prod(x[:-1]), x[-1])
+        y = node.outputs[0]
+        flat_in, flat_out = f"{node.name}.rows", f"{node.name}.fc_rows"
+        tensors[flat_in] = Tensor(flat_in, rows, tensors[node.inputs[0]].dtype)
+        tensors[flat_out] = Tensor(flat_out, (rows[0], w.shape[0]), tensors[y].dtype)
+        nodes += [
+            Node(f"{node.name}.to_rows", "Reshape",
+                 (node.inputs[0], _const(tensors, f"{node.name}.rows_shape",
+                                         np.array(rows, np.int64))), (flat_in,), {}),
+            Node(node.name, "FC", (flat_in, wn, bn), (flat_out,), {}),
+            Node(f"{node.name}.from_rows", "Reshape",
+                 (flat_out, _const(tensors, f"{node.name}.out_shape",
+                                   np.array(tensors[y].shape, np.int64))), (y,), {})]
+    return graph.with_nodes(nodes, tensors)
+
+
+def fc_over_maps(graph: Graph) -> Graph:
+    """FC(Flatten(x)) of an N x C x H x W map x -> Reshape(Conv(x, w as C x H x W kernels))."""
+    tensors = dict(graph.tensors)
+    producers = graph.producers()
+    nodes = []
+    flattens = set()
+    for node in graph.nodes:
+        flat = producers.get(node.inputs[0]) if node.op == "FC" else None
+        x = tensors[flat.inputs[0]].shape if flat is not None else ()
+        if (flat is None or flat.op not in ("Flatten", "Reshape") or len(x) != 4
+                or x[2] * x[3] == 1 or tensors[node.inputs[0]].shape != (x[0], math.prod(x[1:]))):
+            nodes.append(node)
+            continue
+        weight = tensors[node.inputs[1]].value
+        assert weight is not None
+        kernel = _const(tensors, f"{node.name}.conv_weight",
+                        np.ascontiguousarray(weight.reshape(weight.shape[0], *x[1:])))
+        y = node.outputs[0]
+        conv_out = f"{node.name}.conv"
+        tensors[conv_out] = Tensor(conv_out, (x[0], weight.shape[0], 1, 1), tensors[y].dtype)
+        nodes += [Node(node.name, "Conv", (flat.inputs[0], kernel, node.inputs[2]),
+                       (conv_out,), {"kernel_shape": (x[2], x[3])}),
+                  Node(f"{node.name}.flatten", "Reshape",
+                       (conv_out, _const(tensors, f"{node.name}.out_shape",
+                                         np.array(tensors[y].shape, np.int64))), (y,), {})]
+        flattens.add(flat.name)
+    read = {name for n in nodes for name in n.inputs} | set(graph.outputs)
+    nodes = [n for n in nodes if n.name not in flattens or n.outputs[0] in read]
+    return graph.with_nodes(nodes, tensors)
+
+
+def constant_divisors(graph: Graph) -> Graph:
+    """Div(x, c) -> Mul(x, 1 / c) and Sub(x, c) -> Add(x, -c) for a float constant c."""
+    tensors = dict(graph.tensors)
+    nodes = []
+    for node in graph.nodes:
+        c = tensors[node.inputs[1]] if node.op in ("Div", "Sub") else None
+        if (c is None or c.value is None or graph.is_const(node.inputs[0])
+                or not c.dtype.startswith("float")):
+            nodes.append(node)
+            continue
+        value = np.asarray(c.value)
+        if node.op == "Div":
+            with np.errstate(divide="ignore"):
+                changed = (np.float32(1) / value).astype(value.dtype)
+            op = "Mul"
+        else:
+            changed, op = -value, "Add"
+        name = _const(tensors, f"{node.name}.{op.lower()}_const", changed)
+        nodes.append(Node(node.name, op, (node.inputs[0], name), node.outputs, node.attrs))
     return graph.with_nodes(nodes, tensors)
 
 
@@ -412,8 +562,8 @@ def fuse_silu(graph: Graph) -> Graph:
 
 
 PASSES: tuple[Callable[[Graph], Graph], ...] = (
-    fold_constants, remove_identities, fold_batchnorm, gemm_to_fc, fuse_activations,
-    fuse_residuals, fuse_silu)
+    fold_constants, remove_identities, constant_divisors, fold_batchnorm, gemm_to_fc,
+    fc_over_maps, fuse_activations, fuse_residuals, fuse_silu)
 
 
 def compile_graph(graph: Graph) -> Graph:

@@ -44,15 +44,10 @@ import numpy as np
 
 from emu.bpu.timing import LayerGroup, TensorRef
 from emu.errors import InputError
+from emu.nn import optable
 from emu.nn.graph import Graph, Node
 from emu.nn.placement import Segment
 
-_ALIASES = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Split"}
-_ELEMENTWISE = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "Silu", "ScaleShift",
-                "BatchNormalization", "Add", "Mul", "Sum"}
-_POOLS = {"MaxPool", "AveragePool", "GlobalAveragePool"}
-_MOVES = {"Concat", "Transpose", "Slice", "Gather"}
-_LUTS = {"Silu", "Sigmoid", "HardSigmoid", "Relu", "Clip"}
 _FUSE_INTO = {"Conv", "FC", "ConvTranspose"}
 _BIAS_BYTES = 4  # the BPU accumulates in int32 and adds an int32 bias
 
@@ -99,45 +94,54 @@ class _Builder:
 
     def add(self, node: Node) -> None:
         op = node.op
+        kind = optable.kind(op)
         out_name = node.outputs[0]
-        if op in _ALIASES:
+        if kind == "alias":
             source = self.ref(node.inputs[0])
             for name in node.outputs:
                 view = _nhwc(source.name, self.graph.tensors[name].shape, source.elem_bytes)
                 self.views[name] = view
             return
         out = self.ref(out_name)
-        if op == "Preprocess":  # uint8 pixels in, one row per frame whatever the layout
+        if kind == "preprocess":  # uint8 pixels in, one row per frame whatever the layout
             image = self.graph.tensors[node.inputs[0]].shape
             pixels = TensorRef(node.inputs[0], image[0], 1, math.prod(image[1:]), 1)
             self.layers.append(LayerGroup(node.name, op, "elementwise", out, (pixels,)))
             return
         ins = self.feature_maps(node)
-        if op in ("Conv", "FC", "ConvTranspose"):
+        op_class = optable.COST_CLASS.get(kind)
+        if kind == "conv":
             self.layers.append(self._conv(node, out, ins))
-        elif op == "MatMul":
+        elif kind == "matmul":
             a, b = (self.graph.tensors[n].shape for n in node.inputs[:2])
             out = _nhwc(out_name, (math.prod(a[:-2]), b[-1], a[-2]), out.elem_bytes)
-            if self.graph.is_const(node.inputs[1]):
-                self.layers.append(LayerGroup(node.name, op, "dense", out, ins, cin=a[-1],
-                                              weight_bytes=self.weight_bytes(node)))
-            else:
-                self.layers.append(LayerGroup(node.name, op, "dense", out, ins, cin=a[-1]))
-        elif op in _ELEMENTWISE:
+            weights = self.weight_bytes(node) if self.graph.is_const(node.inputs[1]) else 0
+            self.layers.append(LayerGroup(node.name, op, "dense", out, ins, cin=a[-1],
+                                          weight_bytes=weights))
+        elif op_class == "elementwise":
             self.layers.append(LayerGroup(node.name, op, "elementwise", out, ins,
                                           cin=max(1, len(ins))))
-        elif op in _POOLS:
-            x = ins[0]
-            kh, kw = ((x.h, x.w) if op == "GlobalAveragePool"
-                      else tuple(node.attrs.get("kernel_shape", (1, 1))))
+        elif op_class == "pool":
+            kh, kw = self._window(node, ins[0])
             self.layers.append(LayerGroup(node.name, op, "pool", out, ins, kernel_h=kh,
                                           kernel_w=kw))
-        elif op == "Resize":
-            self.layers.append(LayerGroup(node.name, op, "resize", out, ins))
-        elif op in _MOVES:
-            self.layers.append(LayerGroup(node.name, op, "move", out, ins))
+        elif op_class in ("resize", "move"):
+            self.layers.append(LayerGroup(node.name, op, op_class, out, ins))
         else:
             raise InputError(f"node {node.name}: no BPU cost model for op {op}")
+
+    def _window(self, node: Node, x: TensorRef) -> tuple[int, int]:
+        """The taps a pool or reduction reads per output element."""
+        if node.op in ("GlobalAveragePool", "GlobalMaxPool"):
+            return x.h, x.w
+        if node.op in ("MaxPool", "AveragePool"):
+            kh, kw = tuple(node.attrs.get("kernel_shape", (1, 1)))
+            return int(kh), int(kw)
+        shape = self.graph.tensors[node.inputs[0]].shape
+        if node.op in ("ArgMax", "ArgMin"):
+            return shape[int(node.attrs.get("axis", 0)) % len(shape)], 1
+        axes = optable.reduce_axes(self.graph, node) or tuple(range(len(shape)))
+        return math.prod(shape[a] for a in axes), 1
 
     def fuse_output(self, conv: str, lut: Node) -> None:
         """`lut` runs in the output stage of layer group `conv` (the last one made): the
@@ -178,7 +182,7 @@ def layer_groups(graph: Graph, segment: Segment,
     for before, name in zip(segment.nodes, segment.nodes[1:], strict=False):
         node = by_name[name]
         x = node.inputs[0] if node.inputs else ""
-        if (node.op in _LUTS and producers.get(x) is by_name[before]
+        if (optable.kind(node.op) in ("lut", "clamp") and producers.get(x) is by_name[before]
                 and by_name[before].op in _FUSE_INTO and len(readers[x]) == 1
                 and x not in segment.outputs):
             fused[name] = before

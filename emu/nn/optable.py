@@ -253,7 +253,7 @@ def _one_side_broadcast(graph: Graph, node: Node) -> str | None:
     return "both inputs broadcast" if len(broadcast) > 1 else None
 
 
-def _reduce_axes(graph: Graph, node: Node) -> tuple[int, ...] | None:
+def reduce_axes(graph: Graph, node: Node) -> tuple[int, ...] | None:
     rank = len(_shape(graph, node.inputs[0]))
     given = node.attrs.get("axes")
     if given is None:
@@ -267,7 +267,7 @@ def _reduce_axes(graph: Graph, node: Node) -> tuple[int, ...] | None:
 def _reduce(graph: Graph, node: Node) -> str | None:
     if int(node.attrs.get("keepdims", 1)) != 1:
         return "keepdims=0 (the BPU keeps the reduced axes)"
-    axes = _reduce_axes(graph, node)
+    axes = reduce_axes(graph, node)
     if axes is None:
         return "no axes (a reduction over every axis)"
     shape = _shape(graph, node.inputs[0])
@@ -425,6 +425,18 @@ def _lstm(graph: Graph, node: Node) -> str | None:
     return f"batch {batch} (the BPU's LSTM takes batch 1)" if batch != 1 else None
 
 
+def _not_yet(what: str) -> Check:
+    """A BPU operator emu does not compute on the BPU yet: the CPU runs it, saying so."""
+    def check(graph: Graph, node: Node) -> str | None:
+        return f"emu has no integer {what} yet (J5 runs it on the BPU)"
+    return check
+
+
+def _gemm(graph: Graph, node: Node) -> str | None:
+    # A Gemm the importer left alone is one no FC computes (see importer.gemm_to_fc).
+    return "transA, a feature-map B or a bias that is not one value per output"
+
+
 def _clip(graph: Graph, node: Node) -> str | None:
     extra = [n for n in node.inputs[1:] if n and not graph.is_const(n)]
     return f"bound {extra[0]!r} is not constant" if extra else None
@@ -432,8 +444,8 @@ def _clip(graph: Graph, node: Node) -> str | None:
 
 # --- the table -------------------------------------------------------------------------------
 
-_UNARY = "int16; 1-10 dims"
-_BROADCAST = "int16; 2-5 dims; at most one constant input; no broadcast along N"
+_UNARY = "1-10 dims"
+_BROADCAST = "2-5 dims; at most one constant input; no broadcast along N"
 _CPU_ON_REQUEST = "CPU by default on J5 (the toolchain's run_on_bpu moves it to the BPU)"
 _LUT_CHECK = _all(_general, _ranks(1, RANK_MAX))
 _BINARY_CHECK = _all(_general, _ranks(1, 5), _one_const_at_most, _no_batch_broadcast)
@@ -461,16 +473,16 @@ def _rows() -> list[OpRule]:
         OpRule("Div", "bpu", "binary", "two feature maps (a constant divisor becomes a "
                "Mul by its reciprocal on import); shapes as Mul", True,
                _all(_BINARY_CHECK, _feature_maps_only)),
-        OpRule("Max", "bpu", "binary", "int16; 2-5 dims; only one input broadcasts", True,
+        OpRule("Max", "bpu", "binary", "2-5 dims; only one input broadcasts", True,
                _all(_general, _ranks(1, 5), _one_side_broadcast)),
         OpRule("Min", "cpu", "", _CPU_ON_REQUEST),
-        OpRule("ArgMax", "bpu", "index", "int16; NCHW, axis 1, C <= 64", True,
+        OpRule("ArgMax", "bpu", "index", "NCHW, axis 1, C <= 64", True,
                _all(_general, _argmax)),
-        OpRule("ArgMin", "bpu", "index", "int16; NCHW, axis 1, C <= 64", True,
+        OpRule("ArgMin", "bpu", "index", "NCHW, axis 1, C <= 64", True,
                _all(_general, _argmax)),
         OpRule("AveragePool", "bpu", "pool", "2-D; kernel, stride, pads <= 256", True,
                _all(_general, _pool)),
-        OpRule("MaxPool", "bpu", "pool", "int16; 2-D; kernel, stride, pads <= 256; "
+        OpRule("MaxPool", "bpu", "pool", "2-D; kernel, stride, pads <= 256; "
                "no dilation", True, _all(_general, _pool)),
         OpRule("GlobalAveragePool", "bpu", "pool", "no constraint", True, _general),
         OpRule("GlobalMaxPool", "bpu", "pool", "H, W <= 256", True,
@@ -479,14 +491,14 @@ def _rows() -> list[OpRule]:
                "before it, or a per-channel scale and shift)", True, _general),
         OpRule("ScaleShift", "bpu", "affine", "emu's BatchNormalization without a conv",
                True, _general, extension=True),
-        OpRule("Concat", "bpu", "move", "int16; not along N", True, _all(_general, _concat)),
+        OpRule("Concat", "bpu", "move", "not along N", True, _all(_general, _concat)),
         OpRule("Conv", "bpu", "conv", "conv2d; kernel H, W <= 31; C*H*W <= 65535; channels "
                "<= 8192; stride <= 256 ({1, 2} with a fused residual add); dilation <= 16 "
                "with stride 1", True, _all(_general, _conv)),
         OpRule("FC", "bpu", "conv", "emu's Gemm / MatMul with constant weights: as Conv",
                True, _all(_general, _conv), extension=True),
         OpRule("Gemm", "bpu", "conv", "converted into a Conv (FC), constraints as Conv",
-               True, _general),
+               True, _gemm),
         OpRule("ConvTranspose", "bpu", "conv", "2-D, group 1; channels <= 2048; kernel "
                "<= 14 and not 1x1; stride 1-14, not both 1; pads below kernel / stride; "
                "output_padding 0 or 1; no dilation", True, _all(_general, _deconv)),
@@ -494,45 +506,46 @@ def _rows() -> list[OpRule]:
                "multiple of 4", True, _all(_general, _depth_space)),
         OpRule("SpaceToDepth", "bpu", "move", "DCR and CRD; blocksize 2", True,
                _all(_general, _depth_space)),
-        OpRule("Expand", "bpu", "move", "int16; 1-10 dims; one dimension changes", True,
+        OpRule("Expand", "bpu", "move", "1-10 dims; one dimension changes", True,
                _all(_general, _one_dim_changes)),
-        OpRule("Tile", "bpu", "move", "int16; one dimension changes", True,
+        OpRule("Tile", "bpu", "move", "one dimension changes", True,
                _all(_general, _one_dim_changes)),
         OpRule("Flatten", "bpu", "alias", "as Reshape", True, _general),
-        OpRule("Reshape", "bpu", "alias", "int16; 1-10 dims", True, _general),
+        OpRule("Reshape", "bpu", "alias", "1-10 dims", True, _general),
         OpRule("Squeeze", "bpu", "alias", "a Reshape", True, _general),
         OpRule("Unsqueeze", "bpu", "alias", "a Reshape", True, _general),
         OpRule("Identity", "bpu", "alias", "removed on import; kept only where a graph "
                "output is a graph input", True, None),
         OpRule("Gather", "bpu", "move", "ranks <= 4; constant indices", True,
                _all(_general, _gather)),
-        OpRule("GatherElements", "bpu", "move", "int16; 1-10 dims; constant indices", True,
+        OpRule("GatherElements", "bpu", "move", "1-10 dims; constant indices", True,
                _all(_general, _const_indices)),
-        OpRule("Slice", "bpu", "move", "int16; any rank; constant starts, ends, axes, steps",
+        OpRule("Slice", "bpu", "move", "any rank; constant starts, ends, axes, steps",
                True, _all(_general, _slice)),
-        OpRule("Split", "bpu", "alias", "int16; not along N; constant sizes", True,
+        OpRule("Split", "bpu", "alias", "not along N; constant sizes", True,
                _all(_general, _split)),
-        OpRule("Transpose", "bpu", "move", "int16; any rank", True, _general),
-        OpRule("Pad", "bpu", "move", "int16; mode constant; constant pads", True,
+        OpRule("Transpose", "bpu", "move", "any rank", True, _general),
+        OpRule("Pad", "bpu", "move", "mode constant; constant pads", True,
                _all(_general, _pad)),
-        OpRule("TopK", "bpu", "move", "int16; sorted=1; constant k", True,
+        OpRule("TopK", "bpu", "move", "sorted=1; constant k", True,
                _all(_general, _topk)),
         OpRule("MatMul", "bpu", "matmul", "operands of one rank (or constant B); the two "
                "lowest dimensions <= 8192, the others <= 4096", True,
                _all(_general, _matmul)),
-        OpRule("ReduceMax", "bpu", "reduce", "int16; 2-5 dims; one axis of <= 8192; "
+        OpRule("ReduceMax", "bpu", "reduce", "2-5 dims; one axis of <= 8192; "
                "keepdims=1", True, _all(_general, _ranks(2, 5), _reduce)),
-        OpRule("ReduceMean", "bpu", "reduce", "int16; 2-5 dims; one axis, or H and W "
+        OpRule("ReduceMean", "bpu", "reduce", "2-5 dims; one axis, or H and W "
                "together; keepdims=1", True, _all(_general, _ranks(2, 5), _reduce)),
-        OpRule("ReduceSum", "bpu", "reduce", "int16; 2-5 dims; one axis; keepdims=1", True,
+        OpRule("ReduceSum", "bpu", "reduce", "2-5 dims; one axis; keepdims=1", True,
                _all(_general, _ranks(2, 5), _reduce)),
         OpRule("Resize", "bpu", "resize", "NCHW, H and W only; nearest by powers of two "
                "(H factor <= W factor) or linear", True, _all(_general, _resize)),
         OpRule("Upsample", "bpu", "resize", "as Resize", True, _all(_general, _resize)),
         OpRule("GridSample", "bpu", "move", "NCHW; bilinear or nearest; padding zeros or "
                "border; H, W <= 1024, H*W <= 720*1024", False,
-               _all(_general, _grid_sample)),
-        OpRule("LSTM", "bpu", "matmul", "batch 1", False, _lstm),
+               _all(_general, _grid_sample, _not_yet("GridSample"))),
+        OpRule("LSTM", "bpu", "matmul", "batch 1", False,
+               _all(_lstm, _not_yet("LSTM"))),
         OpRule("Preprocess", "bpu", "preprocess", "emu's image input conversion", False,
                None, extension=True),
         OpRule("Softmax", "cpu", "", _CPU_ON_REQUEST + "; emu's --dsp-softmax runs it on "

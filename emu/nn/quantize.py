@@ -56,6 +56,7 @@ of the quantised model with the float graph's, flagged `low` below 0.99 (`COSINE
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,14 +241,14 @@ def _int8_only(graph: Graph, nodes: Sequence[Node]) -> set[str]:
     producers = graph.producers()
     pinned: set[str] = set()
     for node in nodes:
-        if node.op not in execute.LUT_OPS:
+        if not execute.is_lut(node):
             continue
         pinned.add(node.outputs[0])
         name = node.inputs[0]
         while name not in pinned:
             pinned.add(name)
             source = producers.get(name)
-            if source is None or source.op not in execute.CODE_PRESERVING:
+            if source is None or not execute.code_preserving(source):
                 break
             name = source.inputs[0]
     return pinned
@@ -257,6 +258,9 @@ def _own_tensor(stats: TensorStats | None, name: str, int16: str,
                 int8_only: set[str]) -> QTensor:
     if stats is None:
         raise InputError(f"quantize: no calibration data for tensor {name!r}")
+    if not math.isfinite(stats.max_abs):
+        raise InputError(f"quantize: tensor {name!r} takes non-finite values in the "
+                         "calibration data, which integer codes cannot hold")
     wide = name not in int8_only and (
         int16 == "always" or (int16 == "auto" and stats.spread > INT16_SPREAD))
     dtype = "int16" if wide else "int8"
@@ -289,10 +293,12 @@ def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration
     stats = calibration.stats
     tensors: dict[str, QTensor] = {}
 
-    raw = {name for name in graph.inputs if not graph.tensors[name].dtype.startswith("float")}
-
     def own(name: str) -> None:
-        if name not in raw:  # a Preprocess node's uint8 image has no codes
+        # Only float tensors have codes (and a residual conv's intermediate, which is no
+        # graph tensor): a Preprocess node's uint8 image and the int64 indices of ArgMax or
+        # TopK pass as they are.
+        if name and (name not in graph.tensors
+                     or graph.tensors[name].dtype.startswith("float")):
             tensors[name] = _own_tensor(stats.get(name), name, int16, pinned)
 
     for segment in segments:
@@ -305,11 +311,18 @@ def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration
         for name in node.inputs:
             if name and not graph.is_const(name) and name not in tensors:
                 own(name)
-        if node.op in execute.CODE_PRESERVING:
-            tensors.update((out, tensors[node.inputs[0]]) for out in node.outputs)
+        if execute.code_preserving(node):
+            tensors.update((out, tensors[node.inputs[0]]) for out in node.outputs
+                           if out and graph.tensors[out].dtype.startswith("float"))
             continue
+        if execute.quantised_constants(graph, node):
+            kept = tensors[next(n for n in node.inputs if not graph.is_const(n))].dtype
+            for name in execute.quantised_constants(graph, node):
+                peak = float(np.abs(np.asarray(graph.tensors[name].value, np.float64)).max())
+                tensors[name] = QTensor(peak / CODE_MAX[kept] if peak > 0 else 1.0, kept)
+        for out in node.outputs:
+            own(out)
         out = node.outputs[0]
-        own(out)
         if node.residual:
             own(out + "#conv")
         if node.op in WEIGHTED or execute.is_channel_affine(graph, node):

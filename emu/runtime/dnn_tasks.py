@@ -253,7 +253,8 @@ class SegmentRun:
         graph = self.model.graph
         items = self.plan.cpu_items.get(self.index, [])
         to_dsp = dsp_enabled() and segment.kind in ("quantize", "dequantize") and all(
-            self.model.quant.tensors[t].dtype == "int8" for t in segment.inputs)
+            t in self.model.quant.tensors and self.model.quant.tensors[t].dtype == "int8"
+            for t in segment.inputs)
         if segment.kind == "dsp" or to_dsp:
             self._dsp_segment()
             return

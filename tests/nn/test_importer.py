@@ -161,8 +161,7 @@ def _tiny(opset: int = 13, dims: list[Any] | None = None) -> onnx.ModelProto:
     (_tiny().SerializeToString()[:-7], "not an ONNX model"),
     (b"hello, this is not onnx at all", "not an ONNX model"),
     (_tiny(dims=["batch", 3, 8, 8]), "input 'x' has a dynamic or missing shape"),
-    (_tiny(opset=9), "opset 9 is outside the supported range 10-21"),
-    (_tiny(opset=22), "opset 22 is outside the supported range 10-21"),
+    (_tiny(opset=99), "cannot convert opset to 21"),
 ])
 def test_bad_models_raise_one_line_input_error(source, message):
     with pytest.raises(InputError, match=message) as info:
@@ -177,3 +176,80 @@ def test_bad_file_path(tmp_path):
         importer.load(path)
     with pytest.raises(InputError, match="cannot read"):
         importer.load(tmp_path / "missing.onnx")
+
+
+@pytest.mark.parametrize(("opset", "target"), [(9, 13), (7, 13), (22, 21), (23, 21)])
+def test_opsets_outside_the_range_are_converted_and_said_so(opset, target):
+    notes: list[str] = []
+    graph = importer.load(_tiny(opset=opset), notes, "tiny.onnx")
+    assert graph.opset == target
+    assert notes == [f"tiny.onnx: converted from opset {opset} to {target} "
+                     "(onnx.version_converter)"]
+    notes.clear()
+    assert importer.load(_tiny(opset=13), notes).opset == 13 and notes == []
+
+
+def _one_input(nodes: list[onnx.NodeProto], shape: list[int], out_shape: list[int],
+               inits: list[onnx.TensorProto], outputs: tuple[str, ...] = ("y",)
+               ) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, out_shape) for o in outputs],
+        inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _against_onnxruntime(model: onnx.ModelProto, shape: list[int]) -> Graph:
+    ort = pytest.importorskip("onnxruntime")
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    graph = importer.compile_graph(importer.load(model))
+    from emu.nn import execute
+
+    got = execute.run_float(graph, {"x": x})
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    for name, want in zip(graph.outputs, session.run(None, {"x": x}), strict=True):
+        np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-5)
+    return graph
+
+
+def test_identity_outputs_keep_their_names():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["y"]),
+             helper.make_node("Identity", ["x"], ["z"]),
+             helper.make_node("Dropout", ["r"], ["d"]),
+             helper.make_node("Sigmoid", ["d"], ["w"])]
+    model = _one_input(nodes, [1, 4], [1, 4], [], outputs=("y", "z", "w"))
+    graph = _against_onnxruntime(model, [1, 4])
+    assert graph.outputs == ("y", "z", "w")
+    # r has another reader, x is an input: both Identities stay; the Dropout goes
+    assert [(n.op, n.inputs, n.outputs) for n in graph.nodes] == [
+        ("Relu", ("x",), ("r",)), ("Identity", ("r",), ("y",)), ("Identity", ("x",), ("z",)),
+        ("Sigmoid", ("r",), ("w",))]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["y"])]
+    graph = _against_onnxruntime(_one_input(nodes, [1, 4], [1, 4], []), [1, 4])
+    assert [(n.op, n.inputs, n.outputs) for n in graph.nodes] == [("Relu", ("x",), ("y",))]
+
+
+def test_constant_divisor_becomes_a_multiplication_and_subtraction_an_addition():
+    c = onnx.numpy_helper.from_array(np.array([2.0, 4.0, 8.0], np.float32).reshape(1, 3, 1, 1),
+                                     "c")
+    nodes = [helper.make_node("Div", ["x", "c"], ["q"]), helper.make_node("Sub", ["q", "c"], ["y"])]
+    graph = _against_onnxruntime(_one_input(nodes, [1, 3, 2, 2], [1, 3, 2, 2], [c]),
+                                 [1, 3, 2, 2])
+    assert [n.op for n in graph.nodes] == ["Mul", "Add"]
+
+
+def test_linear_on_tokens_and_a_classifier_over_a_map_become_fcs_and_a_conv():
+    rng = np.random.default_rng(2)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
+    model = _one_input([helper.make_node("MatMul", ["x", "w"], ["y"])], [2, 5, 16], [2, 5, 8],
+                       [w])
+    graph = _against_onnxruntime(model, [2, 5, 16])
+    assert [n.op for n in graph.nodes] == ["Reshape", "FC", "Reshape"]
+    wide = onnx.numpy_helper.from_array(rng.standard_normal((10, 9 * 36)).astype(np.float32),
+                                        "w")
+    nodes = [helper.make_node("Flatten", ["x"], ["f"]),
+             helper.make_node("Gemm", ["f", "w"], ["y"], transB=1)]
+    graph = _against_onnxruntime(_one_input(nodes, [1, 9, 6, 6], [1, 10], [wide]), [1, 9, 6, 6])
+    assert [n.op for n in graph.nodes] == ["Conv", "Reshape"]
+    assert graph.tensors[graph.nodes[0].inputs[1]].shape == (10, 9, 6, 6)

@@ -78,9 +78,10 @@ def test_softmax_and_layernorm_split_into_three_bpu_subgraphs():
     assert [s.nodes for s in segments if s.kind == "bpu"] == [("conv0",), ("conv1",),
                                                               ("conv2",)]
     cpu = [s for s in segments if s.kind == "cpu"]
-    assert cpu[0].reasons == ("softmax (Softmax): Softmax runs on the CPU by default on J5",)
-    assert cpu[1].reasons == ("layernorm (LayerNormalization): LayerNormalization runs on "
-                              "the CPU on J5",)
+    (softmax,), (layernorm,) = cpu[0].reasons, cpu[1].reasons
+    assert softmax.startswith("softmax (Softmax): Softmax runs on the CPU by default on J5")
+    assert layernorm.startswith("layernorm (LayerNormalization): LayerNormalization runs on "
+                                "the CPU")
     assert segments[0].inputs == ("x",) and segments[-1].outputs == ("y",)
     assert cpu[0].inputs == ("c0",) and cpu[0].outputs == ("s0",)
 

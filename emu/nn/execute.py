@@ -172,9 +172,12 @@ def _pair(value: Any, default: int) -> tuple[int, int]:
     return (values[0], values[1])
 
 
-def geometry(node: Node, kernel: Sequence[int], in_hw: Sequence[int]) -> Geometry:
+def geometry(node: Node, kernel: Sequence[int], in_hw: Sequence[int],
+             out_hw: Sequence[int] | None = None) -> Geometry:
     """The window of a Conv / pool node from its attributes (auto_pad resolved; a pool's
-    ceil_mode as extra bottom / right padding, which no window takes a value from)."""
+    ceil_mode as extra bottom / right padding, which no window takes a value from, up to
+    the output size `out_hw` that shape inference gave: ONNX's rule for a last window
+    starting in the padding changed at opset 22)."""
     size = (int(kernel[0]), int(kernel[1]))
     stride = _pair(node.attrs.get("strides"), 1)
     dilation = _pair(node.attrs.get("dilations"), 1)
@@ -194,21 +197,24 @@ def geometry(node: Node, kernel: Sequence[int], in_hw: Sequence[int]) -> Geometr
             raise InputError(f"node {node.name} ({node.op}): pads {given} are not 2-D")
         pads = (given[0], given[1], given[2], given[3])
     if node.attrs.get("ceil_mode", 0):
-        pads = _ceil_pads(pads, size, stride, dilation, in_hw)
+        pads = _ceil_pads(pads, size, stride, dilation, in_hw, out_hw)
     return Geometry(size, stride, pads, dilation)
 
 
 def _ceil_pads(pads: tuple[int, int, int, int], size: tuple[int, int],
                stride: tuple[int, int], dilation: tuple[int, int],
-               in_hw: Sequence[int]) -> tuple[int, int, int, int]:
-    """Pads whose floor-rule output size is ONNX's ceil_mode size: the output rounds up, but
-    a last window that would start beyond the input and its leading pad is dropped."""
+               in_hw: Sequence[int], out_hw: Sequence[int] | None) -> tuple[int, int, int, int]:
+    """Pads whose floor-rule output size is the ceil_mode size: `out_hw`, or without it the
+    output rounded up less a last window that would start beyond the input and its
+    leading pad."""
     extra = []
     for i in range(2):
         span = in_hw[i] + pads[i] + pads[i + 2] - dilation[i] * (size[i] - 1) - 1
         out = -(-span // stride[i]) + 1
         if (out - 1) * stride[i] >= in_hw[i] + pads[i]:
             out -= 1
+        if out_hw is not None:
+            out = int(out_hw[i])
         extra.append(max(0, (out - 1) * stride[i] - span))
     return (pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1])
 
@@ -448,6 +454,25 @@ def float_node(graph: Graph, node: Node, ins: list[Any], *,
 _EMU_OPS = frozenset({"FC", "Silu", "ScaleShift", "Preprocess"})
 
 
+_WINDOWED = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool"})
+
+
+def plain_window(node: Node, rank: int) -> bool:
+    """Whether emu's NumPy window ops compute the node: 2-D (a 4-D input), and for a
+    ConvTranspose group 1, no dilation and no output_shape; for an AveragePool, not
+    ceil_mode together with count_include_pad."""
+    a = node.attrs
+    if rank != 4:
+        return False
+    if node.op == "ConvTranspose":
+        return (int(a.get("group", 1)) == 1 and "output_shape" not in a
+                and all(d == 1 for d in a.get("dilations", (1, 1)))
+                and str(a.get("auto_pad", "NOTSET")) in ("NOTSET", "VALID"))
+    if node.op == "AveragePool":
+        return not (a.get("ceil_mode", 0) and a.get("count_include_pad", 0))
+    return True
+
+
 def lut_function(graph: Graph, node: Node) -> Callable[[np.ndarray], np.ndarray]:
     """The ONNX definition of a LUT op (emu/nn/optable.py kind "lut") with the node's
     attributes, vectorised over float64: what the float model computes and what the BPU's
@@ -535,6 +560,8 @@ def _numpy_node(graph: Graph, node: Node, ins: list[Any],
                 pre_residual: bool) -> list[np.ndarray] | None:
     """emu's own NumPy definition of a node on float inputs, or None when it has none."""
     op, a = node.op, node.attrs
+    if op in _WINDOWED and not plain_window(node, ins[0].ndim):
+        return None
     x = ins[0]
     out_shape = graph.tensors[node.outputs[0]].shape
     y: np.ndarray
@@ -556,7 +583,7 @@ def _numpy_node(graph: Graph, node: Node, ins: list[Any],
         if len(ins) > 2 and ins[2] is not None:
             y = y + ins[2].astype(np.float32)
     elif op in ("MaxPool", "AveragePool"):
-        win = geometry(node, a["kernel_shape"], x.shape[2:])
+        win = geometry(node, a["kernel_shape"], x.shape[2:], out_shape[2:])
         y = float_pool(x, win, "max" if op == "MaxPool" else "average",
                        bool(a.get("count_include_pad", 0)))
     elif op == "GlobalAveragePool":
@@ -616,6 +643,15 @@ def _numpy_node(graph: Graph, node: Node, ins: list[Any],
         var = np.square(x - mean).mean(axis=axes, keepdims=True)
         y = ((x - mean) / np.sqrt(var + float(a.get("epsilon", 1e-5))) * ins[1].reshape(view)
              + ins[2].reshape(view))
+    elif op == "Pow":
+        with np.errstate(all="ignore"):
+            y = np.power(x.astype(np.float64), np.asarray(ins[1]))
+    elif op == "Gelu":
+        z = x.astype(np.float64)
+        if str(a.get("approximate", "none")) == "tanh":
+            y = 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
+        else:
+            y = 0.5 * z * (1.0 + kernels.erf(z / math.sqrt(2.0)))
     elif is_lut(node):
         with np.errstate(all="ignore"):
             y = lut_function(graph, node)(x.astype(np.float64))
@@ -633,11 +669,17 @@ def node_inputs(graph: Graph, node: Node, values: dict[str, np.ndarray]) -> list
 
 def run_float(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The graph's outputs in float32, every node as ONNX defines it (see the module)."""
-    values = check_feeds(graph, feeds)
+    values = {**constant_outputs(graph), **check_feeds(graph, feeds)}
     for node in graph.nodes:
         values.update(zip(node.outputs, float_node(graph, node, node_inputs(graph, node, values)),
                           strict=True))
     return {name: values[name] for name in graph.outputs}
+
+
+def constant_outputs(graph: Graph) -> dict[str, np.ndarray]:
+    """The graph outputs that constant folding made constants (a Shape of the input)."""
+    return {name: np.asarray(graph.tensors[name].value) for name in graph.outputs
+            if graph.is_const(name)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -792,7 +834,8 @@ class _Builder:
         if op == "Identity":
             return _copy
         if op in ("MaxPool", "AveragePool"):
-            win = geometry(node, a["kernel_shape"], x_shape[2:])
+            win = geometry(node, a["kernel_shape"], x_shape[2:],
+                           graph.tensors[out].shape[2:])
             if op == "MaxPool":
                 return partial(kernels.max_pool2d, kernel=win.kernel, stride=win.stride,
                                padding=win.pads, dilation=win.dilation)
@@ -970,7 +1013,7 @@ class Execution:
     def __init__(self, qmodel: QuantModel, feeds: dict[str, np.ndarray]) -> None:
         self.qmodel = qmodel
         self.graph = qmodel.graph
-        self.floats = check_feeds(self.graph, feeds)
+        self.floats = {**constant_outputs(self.graph), **check_feeds(self.graph, feeds)}
         self.codes: Codes = {}
         self.program = prepare(qmodel)
         self._nodes = {n.name: n for n in self.graph.nodes}

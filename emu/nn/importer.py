@@ -1,12 +1,14 @@
 """ONNX -> `Graph`, and the compiler's graph passes (issue 11, the front of `emu compile`).
 
-`load` reads a model (a path, bytes or an `onnx.ModelProto`), brings it into the supported
-default-domain opsets 10 to 21 with `onnx.version_converter` when it is outside them (to
-13, the zoo's opset, from below; to 21 from above; `notes` receives one line saying so,
-and a model the converter cannot convert is refused naming the operator), runs ONNX
-shape inference in strict mode and converts it. Accepted besides: static shapes on every
-graph input, a shape for every tensor after inference. Anything else raises a one-line
-`InputError`.
+`load` reads a model (a path, bytes or an `onnx.ModelProto`) and converts it. Opsets: J5's
+toolchain takes default-domain opsets 10 to 21. A model below 10 is converted up to 13
+(the zoo's opset) with `onnx.version_converter`, and `notes` receives one line saying so;
+a model newer than 21 that the installed onnx package knows is read with its own opset's
+definitions (said in `notes` too) rather than converted down, because converting down can
+change what an op computes (MaxPool's ceil_mode rule changed at opset 22); a model the
+converter cannot convert is refused naming the operator. Then ONNX shape inference runs
+in strict mode. Accepted besides: static shapes on every graph input, a shape for every
+tensor after inference. Anything else raises a one-line `InputError`.
 
 `compile_graph` applies the passes in this fixed order; each is a pure Graph -> Graph, and
 none renames a graph output:
@@ -16,7 +18,8 @@ none renames a graph output:
    Reshape, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Identity, Transpose, with the
    operator's ONNX definition (`execute.reference_node`) for any other, except the random
    generators.
-2. `remove_identities`: Dropout (inference) and Identity vanish; readers read the input. One
+2. `remove_identities`: Dropout (inference; its mask, all true, becomes a constant) and
+   Identity vanish; readers read the input. One
    whose output is a graph output and whose input is a graph input or another graph output
    stays, as Identity, so the output keeps its name; otherwise the node writing the input
    writes the output name instead.
@@ -60,21 +63,35 @@ from emu.nn.graph import Graph, Node, Tensor
 MIN_OPSET = 10
 MAX_OPSET = 21
 CONVERT_UP_TO = 13  # the opset a model below MIN_OPSET is converted to (the zoo's)
+# Models newer than MAX_OPSET keep their opset (see the module docstring).
 _RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                      "Multinomial", "Bernoulli"})
 
 
 def convert_opset(model: onnx.ModelProto, opset: int, where: str) -> onnx.ModelProto:
     """The model converted to `opset` by onnx's version converter, or a one-line error
-    naming the operator it could not convert."""
+    naming the operator it could not convert. The converter resolves every name through
+    the graph inputs (as IR versions before 4 required), so initializers are listed as
+    inputs while it runs."""
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    listed = {v.name for v in work.graph.input}
+    extra = [onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+             for t in work.graph.initializer if t.name not in listed]
+    work.graph.input.extend(extra)
     try:
-        return onnx.version_converter.convert_version(model, opset)
+        converted = onnx.version_converter.convert_version(work, opset)
     except Exception as exc:  # the converter raises RuntimeError and friends
         text = " ".join(str(exc).split())
         ops = sorted({n.op_type for n in model.graph.node if n.op_type in text})
         named = f" (operator {', '.join(ops)})" if ops else ""
         raise InputError(f"{where}: cannot convert opset to {opset}{named}: "
                          f"{text[:200]}") from None
+    added = {v.name for v in extra}
+    kept = [v for v in converted.graph.input if v.name not in added]
+    del converted.graph.input[:]
+    converted.graph.input.extend(kept)
+    return converted
 
 
 def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None = None,
@@ -106,13 +123,16 @@ def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None =
     if foreign:
         raise InputError(f"{where}: operator(s) of a domain other than ONNX's: "
                          f"{', '.join(foreign)}")
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        target = CONVERT_UP_TO if opset < MIN_OPSET else MAX_OPSET
+    if opset < MIN_OPSET or opset > onnx.defs.onnx_opset_version():
+        target = CONVERT_UP_TO if opset < MIN_OPSET else onnx.defs.onnx_opset_version()
         model = convert_opset(model, target, where)
         if notes is not None:
             notes.append(f"{where}: converted from opset {opset} to {target} "
                          "(onnx.version_converter)")
         opset = target
+    elif opset > MAX_OPSET and notes is not None:
+        notes.append(f"{where}: opset {opset} is newer than J5's {MIN_OPSET}-{MAX_OPSET}; "
+                     "read with that opset's definitions")
     initializers = {t.name for t in model.graph.initializer}
     for value in model.graph.input:
         if value.name in initializers:
@@ -260,6 +280,14 @@ def fold_constants(graph: Graph) -> Graph:
     return graph.with_nodes(kept, tensors)
 
 
+def _training(graph: Graph, node: Node) -> bool:
+    """A Dropout whose training_mode input is not a constant false."""
+    if node.op != "Dropout" or len(node.inputs) < 3 or not node.inputs[2]:
+        return False
+    flag = graph.tensors[node.inputs[2]].value
+    return flag is None or bool(np.asarray(flag).any())
+
+
 def remove_identities(graph: Graph) -> Graph:
     """Drop Dropout and Identity nodes; their readers read the input instead, and a graph
     output they wrote keeps its name (see the module)."""
@@ -269,11 +297,14 @@ def remove_identities(graph: Graph) -> Graph:
     alias: dict[str, str] = {}
     renamed: dict[str, str] = {}  # a node's output -> the graph output name it now writes
     kept = []
+    tensors = dict(graph.tensors)
     for node in graph.nodes:
-        if node.op not in ("Dropout", "Identity") or not node.inputs[0] or (
-                len(node.outputs) > 1 and readers.get(node.outputs[1])):
-            kept.append(node)  # a Dropout whose mask is read stays (and is refused)
+        if node.op not in ("Dropout", "Identity") or not node.inputs[0] or _training(graph, node):
+            kept.append(node)  # a Dropout in training mode stays (and is refused)
             continue
+        if len(node.outputs) > 1 and node.outputs[1]:  # inference: the mask keeps everything
+            mask = tensors[node.outputs[1]]
+            tensors[mask.name] = replace(mask, value=np.ones(mask.shape, bool))
         source, out = node.inputs[0], node.outputs[0]
         while source in alias:
             source = alias[source]
@@ -291,7 +322,6 @@ def remove_identities(graph: Graph) -> Graph:
         return renamed.get(name, name)
     nodes = [Node(n.name, n.op, tuple(target(i) for i in n.inputs),
                   tuple(renamed.get(o, o) for o in n.outputs), n.attrs) for n in kept]
-    tensors = dict(graph.tensors)
     for old, new in renamed.items():
         tensors[new] = replace(tensors[old], name=new)
     return graph.with_nodes(nodes, tensors, outputs=[target(o) for o in graph.outputs])
@@ -311,7 +341,8 @@ def fold_batchnorm(graph: Graph) -> Graph:
     dropped: set[str] = set()
     for node in graph.nodes:
         if node.op != "BatchNormalization" or not all(graph.is_const(n)
-                                                       for n in node.inputs[1:5]):
+                                                       for n in node.inputs[1:5]) \
+                or len(node.outputs) > 1 or node.attrs.get("training_mode", 0):
             continue
         gamma, beta, mean, var = (np.asarray(tensors[n].value, np.float64)
                                   for n in node.inputs[1:5])
@@ -480,13 +511,19 @@ def _activation(graph: Graph, node: Node) -> str | None:
     return None
 
 
+def _conv2d(graph: Graph, node: Node) -> bool:
+    """A 2-D Conv (4-D weights): the only one the fused forms (activation, residual) take."""
+    return node.op == "Conv" and len(graph.tensors[node.inputs[1]].shape) == 4
+
+
 def fuse_activations(graph: Graph) -> Graph:
     """Conv -> Relu / Clip(0, 6) becomes one Conv with `activation`."""
     readers = graph.consumers()
     fused: dict[str, Node] = {}
     dropped: set[str] = set()
     for node in graph.nodes:
-        if node.op != "Conv" or node.attrs.get("activation", "none") != "none" or node.residual:
+        if not _conv2d(graph, node) or node.attrs.get("activation", "none") != "none" \
+                or node.residual:
             continue
         act = _single_reader(graph, node.outputs[0], readers)
         kind = _activation(graph, act) if act is not None else None
@@ -516,7 +553,7 @@ def fuse_residuals(graph: Graph) -> Graph:
         candidates = []
         for k, name in enumerate(add.inputs):
             conv = producers.get(name)
-            if (conv is not None and conv.op == "Conv" and conv.name not in taken
+            if (conv is not None and _conv2d(graph, conv) and conv.name not in taken
                     and conv.attrs.get("activation", "none") == "none" and not conv.residual
                     and _single_reader(graph, name, readers) is add):
                 candidates.append((order[conv.name], conv, add.inputs[1 - k]))

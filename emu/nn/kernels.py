@@ -795,7 +795,7 @@ def _erf_flat(values: np.ndarray, out: np.ndarray) -> None:
         out[i] = math.erf(values[i])
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
+def erf(x: np.ndarray) -> np.ndarray:
     """The error function of every element; NumPy has none."""
     flat = np.ascontiguousarray(x, np.float64).reshape(-1)
     out = np.empty_like(flat)
@@ -820,7 +820,7 @@ LUT_FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "tanh": np.tanh,
     "hardsigmoid": _hard_sigmoid,
     "hardswish": lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0),
-    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "gelu": lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0))),
 }
 LUT_SIZES: dict[np.dtype, int] = {np.dtype(np.int8): 256, np.dtype(np.int16): 65536}
 _UNSIGNED: dict[np.dtype, np.dtype] = {np.dtype(np.int8): np.dtype(np.uint8),

@@ -79,7 +79,8 @@ rational ONNX's coordinate_transformation_mode defines:
 
     half_pixel            (o + 1/2) / r - 1/2
     pytorch_half_pixel    (o + 1/2) / r - 1/2, or 0 when O = 1
-    align_corners         o x (L - 1) / (O - 1), or 0 when O = 1
+    align_corners         o x (L - 1) / (L r - 1), or 0 when L r = 1 (L r is O unless an
+                          explicit scale leaves it fractional, as ONNX reads it)
     asymmetric            o / r
     tf_half_pixel_for_nn  (o + 1/2) / r
 
@@ -398,12 +399,15 @@ def space_to_depth(x: np.ndarray, blocksize: int) -> np.ndarray:
 def _source_coordinate(o: int, size_in: int, size_out: int, scale: Fraction,
                        mode: CoordinateMode) -> Fraction:
     """ONNX Resize's coordinate of output index o in the input, exact, before the clamp."""
-    if mode in ("pytorch_half_pixel", "align_corners") and size_out == 1:
+    if mode == "pytorch_half_pixel" and size_out == 1:
         return Fraction(0)
     if mode in ("half_pixel", "pytorch_half_pixel"):
         return (o + Fraction(1, 2)) / scale - Fraction(1, 2)
     if mode == "align_corners":
-        return Fraction(o * (size_in - 1), size_out - 1)
+        # ONNX's resized length is size_in x scale, which an explicit scale can leave
+        # fractional (its conformance cases expect that); without one it is size_out.
+        resized = size_in * scale
+        return Fraction(0) if resized == 1 else o * (size_in - 1) / (resized - 1)
     if mode == "asymmetric":
         return o / scale
     if mode == "tf_half_pixel_for_nn":

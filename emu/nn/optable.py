@@ -76,6 +76,9 @@ ARG_CHANNELS_MAX = 64
 REDUCE_AXIS_MAX = 8192
 GRID_SIDE_MAX = 1024
 GRID_AREA_MAX = 720 * 1024
+# The coordinate modes of a linear Resize the BPU's fixed-point resize computes.
+LINEAR_RESIZE_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners",
+                       "tf_half_pixel_for_nn")
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,8 @@ def _deconv(graph: Graph, node: Node) -> str | None:
         return f"stride {strides} (allowed: up to {DECONV_STRIDE_MAX}, not both 1)"
     if max(_pair(node.attrs.get("dilations"), 1)) > 1:
         return "dilated ConvTranspose"
+    if "output_shape" in node.attrs:
+        return "output_shape (emu's BPU ConvTranspose takes explicit pads)"
     if str(node.attrs.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
         return "ConvTranspose with auto_pad SAME"
     pads = _pair(node.attrs.get("pads"), 0)
@@ -216,6 +221,9 @@ def _pool(graph: Graph, node: Node) -> str | None:
             return "MaxPool's Indices output"
     if node.op == "AveragePool" and max(_pair(node.attrs.get("dilations"), 1)) > 1:
         return "dilated AveragePool"
+    if node.op == "AveragePool" and node.attrs.get("ceil_mode", 0) \
+            and node.attrs.get("count_include_pad", 0):
+        return "ceil_mode with count_include_pad"
     return None
 
 
@@ -310,11 +318,13 @@ def _resize(graph: Graph, node: Node) -> str | None:
     if len(x) != 4 or x[:2] != y[:2]:
         return f"resize of {x} -> {y} (the BPU resizes H and W of NCHW)"
     if mode == "linear":
-        if str(node.attrs.get("coordinate_transformation_mode", "half_pixel")) == \
-                "tf_crop_and_resize":
-            return "coordinate mode tf_crop_and_resize"
+        coords = str(node.attrs.get("coordinate_transformation_mode", "half_pixel"))
+        if coords not in LINEAR_RESIZE_MODES:
+            return f"coordinate mode {coords}"
         if int(node.attrs.get("antialias", 0)):
             return "antialias"
+        if str(node.attrs.get("keep_aspect_ratio_policy", "stretch")) != "stretch":
+            return "keep_aspect_ratio_policy"
         return None
     if mode != "nearest":
         return f"mode {mode} (the BPU resizes nearest or linear)"
@@ -437,6 +447,11 @@ def _gemm(graph: Graph, node: Node) -> str | None:
     return "transA, a feature-map B or a bias that is not one value per output"
 
 
+def _inference_batchnorm(graph: Graph, node: Node) -> str | None:
+    # One the importer did not fold: training mode, or statistics that are not constant.
+    return "training mode or statistics that are not constant"
+
+
 def _clip(graph: Graph, node: Node) -> str | None:
     extra = [n for n in node.inputs[1:] if n and not graph.is_const(n)]
     return f"bound {extra[0]!r} is not constant" if extra else None
@@ -488,7 +503,8 @@ def _rows() -> list[OpRule]:
         OpRule("GlobalMaxPool", "bpu", "pool", "H, W <= 256", True,
                _all(_general, _global_max_pool)),
         OpRule("BatchNormalization", "bpu", "affine", "no constraint (folded into the conv "
-               "before it, or a per-channel scale and shift)", True, _general),
+               "before it, or a per-channel scale and shift)", True,
+               _all(_general, _inference_batchnorm)),
         OpRule("ScaleShift", "bpu", "affine", "emu's BatchNormalization without a conv",
                True, _general, extension=True),
         OpRule("Concat", "bpu", "move", "not along N", True, _all(_general, _concat)),

@@ -550,7 +550,8 @@ def source_coordinate(o, length_in, length_out, scale, mode):
     if mode == "pytorch_half_pixel":
         return (o + half) / scale - half if length_out > 1 else Fraction(0)
     if mode == "align_corners":
-        return Fraction(o * (length_in - 1), length_out - 1) if length_out > 1 else Fraction(0)
+        resized = length_in * scale  # ONNX's resized length: fractional for some scales
+        return o * (length_in - 1) / (resized - 1) if resized != 1 else Fraction(0)
     if mode == "asymmetric":
         return o / scale
     if mode == "tf_half_pixel_for_nn":

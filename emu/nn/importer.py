@@ -139,7 +139,7 @@ def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None =
             continue
         dims = value.type.tensor_type.shape.dim
         if not value.type.tensor_type.HasField("shape") or any(
-                not d.HasField("dim_value") or d.dim_value <= 0 for d in dims):
+                not d.HasField("dim_value") or d.dim_value < 0 for d in dims):
             raise InputError(f"{where}: input {value.name!r} has a dynamic or missing "
                              "shape; export it with static shapes")
     try:

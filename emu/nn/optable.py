@@ -122,6 +122,8 @@ def _general(graph: Graph, node: Node) -> str | None:
         if not name or graph.is_const(name):
             continue
         shape = _shape(graph, name)
+        if 0 in shape:
+            return f"{name} is empty {shape}"
         if len(shape) > RANK_MAX:
             return f"{name} has {len(shape)} dimensions (at most {RANK_MAX})"
         if shape and shape[0] > HIGHEST_DIM_MAX:

@@ -77,7 +77,7 @@ _PRESERVING_KINDS = frozenset({"clamp", "pool", "resize", "move", "alias"})
 _PRESERVING_OPS = frozenset({"ReduceMax", "ReduceMean"})
 _OWN_SCALE_OPS = frozenset({"Concat"})  # a "move" that rescales its inputs
 # LUT ops the kernels' named tables compute (the float op keeps its own NumPy definition).
-_NAMED_LUTS = {"Sigmoid": "sigmoid", "Silu": "silu"}
+_NAMED_LUTS = {"Sigmoid": "sigmoid", "Silu": "silu", "HardSwish": "hardswish"}
 
 
 def code_preserving(node: Node) -> bool:
@@ -483,12 +483,11 @@ def lut_function(graph: Graph, node: Node) -> Callable[[np.ndarray], np.ndarray]
         if op == "Elu":
             return lambda x: np.where(x >= 0, x, alpha * np.expm1(x))
         return lambda x: np.where(x >= 0, x, alpha * x)
-    if op in ("HardSigmoid", "HardSwish"):
-        alpha = float(a.get("alpha", 0.2)) if op == "HardSigmoid" else 1.0 / 6.0
-        beta = float(a.get("beta", 0.5))
-        if op == "HardSigmoid":
-            return lambda x: np.clip(alpha * x + beta, 0.0, 1.0)
-        return lambda x: x * np.clip(alpha * x + beta, 0.0, 1.0)
+    if op == "HardSigmoid":
+        alpha, beta = float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
+        return lambda x: np.clip(alpha * x + beta, 0.0, 1.0)
+    if op == "HardSwish":  # alpha 1/6, beta 1/2
+        return lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
     if op == "Pow":
         exponent = graph.tensors[node.inputs[1]].value
         assert exponent is not None

@@ -20,6 +20,10 @@ docstring states, written out again.
 - Preprocess: (256 x pixel - round(256 x mean)) x scale / (256 x out_scale) in fixed
   point per channel, from the pixels of the image (colour conversion and layout are
   `ImageInput.pixels`, integer code that emu/nn/preprocess.py's tests check).
+- Sub, Mul, Div, Max of two code tensors (a constant operand that is not per channel has
+  codes of its own scale), MatMul, the LUT ops (ONNX's definitions, restated below),
+  ReduceMax / ReduceMean / ReduceSum / GlobalMaxPool, linear Resize: the rules of
+  `tests/nn/kernels_reference.py`.
 """
 
 from __future__ import annotations
@@ -34,7 +38,24 @@ from tests.nn import kernels_reference as kr
 TYPES = {"int8": np.int8, "int16": np.int16}
 PRESERVING = {"MaxPool", "AveragePool", "GlobalAveragePool", "Resize", "Relu", "Clip",
               "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Split"}
-LUTS = {"Sigmoid": "sigmoid", "Silu": "silu", "HardSigmoid": "hardsigmoid"}
+LUTS = {"Sigmoid": "sigmoid", "Silu": "silu", "HardSwish": "hardswish"}
+
+
+def onnx_function(node):
+    """ONNX's definition of a LUT op with the node's attributes, over float64 arrays."""
+    a = node.attrs
+    if node.op == "HardSigmoid":
+        return lambda x: kr.hard_sigmoid(x, float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
+    if node.op == "LeakyRelu":
+        return lambda x: np.where(x >= 0, x, float(a.get("alpha", 0.01)) * x)
+    if node.op == "Elu":
+        return lambda x: np.where(x >= 0, x, float(a.get("alpha", 1.0)) * np.expm1(x))
+    if node.op in LUTS:
+        return kr.FUNCTIONS[LUTS[node.op]]
+    return {"Tanh": np.tanh, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt, "Abs": np.abs,
+            "Reciprocal": lambda x: 1.0 / x, "Sin": np.sin, "Cos": np.cos, "Atan": np.arctan,
+            "Ceil": np.ceil, "Floor": np.floor,
+            "Softplus": lambda x: np.logaddexp(0.0, x)}[node.op]
 
 
 def quantise(x, scale, dtype):
@@ -139,6 +160,27 @@ class Segment:
     def dtype(self, name):
         return self.q.tensors[name].dtype
 
+    def codes_of(self, name, codes):
+        """A tensor's codes; a constant operand's, at the scale the model gives it."""
+        if self.graph.is_const(name):
+            return quantise(self.graph.tensors[name].value, self.scale(name), self.dtype(name))
+        return codes[name]
+
+    def axes(self, node):
+        given = node.attrs.get("axes")
+        if given is None:
+            given = self.graph.tensors[node.inputs[1]].value
+        rank = len(self.graph.tensors[node.inputs[0]].shape)
+        return tuple(sorted(int(v) % rank for v in np.ravel(given)))
+
+    def resize_scales(self, node):
+        """The `scales` input of a Resize (opset 11 on) when given, else None per axis."""
+        if len(node.inputs) > 2 and node.inputs[2] and self.graph.is_const(node.inputs[2]):
+            value = np.ravel(self.graph.tensors[node.inputs[2]].value)
+            if value.size == 4:
+                return (float(value[2]), float(value[3]))
+        return (None, None)
+
     def run(self, codes):
         codes = dict(codes)
         nodes = {n.name: n for n in self.graph.nodes}
@@ -199,6 +241,23 @@ class Segment:
             y = self.conv(node, x[:, :, None, None], out, (1, 1), (0, 0, 0, 0), (1, 1), 1,
                           "none")
             codes[out] = y[:, :, 0, 0]
+        elif node.name not in self.q.layers and (
+                op in ("Sub", "Mul", "Div", "Max", "MatMul")
+                or (op == "Add" and any(g.is_const(i) for i in node.inputs))):
+            a_codes, b_codes = (self.codes_of(n, codes) for n in node.inputs)
+            scales = (self.scale(node.inputs[0]), self.scale(node.inputs[1]), self.scale(out))
+            if op in ("Add", "Sub"):
+                codes[out] = kr.add(a_codes, b_codes, *scales, out_dtype=TYPES[self.dtype(out)],
+                                    subtract=op == "Sub")
+            elif op == "Mul":
+                codes[out] = kr.mul(a_codes, b_codes, *scales, TYPES[self.dtype(out)])
+            elif op == "Div":
+                codes[out] = kr.div(a_codes, b_codes, *scales, TYPES[self.dtype(out)])
+            elif op == "Max":
+                codes[out] = kr.extremum(a_codes, b_codes, "max", *scales,
+                                         TYPES[self.dtype(out)])
+            else:
+                codes[out] = kr.matmul(a_codes, b_codes, *scales, out_dtype=TYPES[self.dtype(out)])
         elif op in ("ScaleShift", "Mul") or (op == "Add" and any(g.is_const(i)
                                                                   for i in node.inputs)):
             name = next(i for i in node.inputs if not g.is_const(i))
@@ -222,10 +281,21 @@ class Segment:
             parts = [rescale(codes[n], self.scale(n), self.scale(out), self.dtype(out))
                      for n in node.inputs]
             codes[out] = np.concatenate(parts, axis=int(a["axis"]))
-        elif op in LUTS:
-            table = kr.lut_table(kr.FUNCTIONS[LUTS[op]], self.scale(node.inputs[0]),
-                                 self.scale(out))
-            codes[out] = kr.lut(x, table)
+        elif op in LUTS or op in ("HardSigmoid", "LeakyRelu", "Elu", "Tanh", "Exp", "Log", "Sqrt",
+                                  "Abs", "Reciprocal", "Sin", "Cos", "Atan", "Ceil", "Floor",
+                                  "Softplus"):
+            in_type, out_type = TYPES[self.dtype(node.inputs[0])], TYPES[self.dtype(out)]
+            table = kr.lut_table(onnx_function(node), self.scale(node.inputs[0]),
+                                 self.scale(out), in_type, out_type)
+            codes[out] = kr.lut(x, table, out_type)
+        elif op in ("GlobalMaxPool", "ReduceMax", "ReduceMean"):
+            axes = (2, 3) if op == "GlobalMaxPool" else self.axes(node)
+            codes[out] = kr.reduce(x, axes, "mean" if op == "ReduceMean" else "max")
+        elif op == "ReduceSum":
+            codes[out] = kr.reduce_sum(x, self.axes(node), self.scale(node.inputs[0]),
+                                       self.scale(out), TYPES[self.dtype(out)])
+        elif op == "Identity":
+            codes[out] = x
         elif op in ("MaxPool", "AveragePool"):
             stride, pads, dilation = window(node)
             codes[out] = kr.pool2d(x, tuple(a["kernel_shape"]), stride, pads, dilation,
@@ -235,6 +305,10 @@ class Segment:
             codes[out] = kr.global_avg_pool(x)
         elif op == "Preprocess":
             codes[out] = self.preprocess(node, x, out)
+        elif op == "Resize" and a.get("mode", "nearest") == "linear":
+            shape = g.tensors[out].shape
+            codes[out] = kr.resize_linear(x, shape[2:], str(a.get(
+                "coordinate_transformation_mode", "half_pixel")), self.resize_scales(node))
         elif op == "Resize":
             shape = g.tensors[out].shape
             codes[out] = kr.resize_nearest(x, shape[2] // x.shape[2], shape[3] // x.shape[3])

@@ -195,3 +195,54 @@ def test_rounding_is_half_away_from_zero_and_exact():
     assert execute.round_half_away(values).tolist() == [1, -1, 2, -3, 0, 0, 2, 1e300]
     codes = execute.to_codes(np.array([1000.0, -1000.0, 0.26], np.float32), 0.5, "int8")
     assert codes.tolist() == [127, -128, 1]
+
+
+def new_ops_model(seed: int = 0) -> onnx.ModelProto:
+    """The operators beyond the zoo's on codes: h-swish, a squeeze-excitation gate (Mul of two
+    feature maps), LeakyRelu, Elu, Sub and Div of feature maps, Max, a linear Resize, a
+    MatMul of two maps, ReduceMean, ReduceSum, GlobalMaxPool."""
+    rng = np.random.default_rng(seed)
+
+    def w(shape: tuple[int, ...]) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.4).astype(np.float32)
+    inits = [_init("w0", w((8, 3, 3, 3))), _init("w1", w((4, 8, 1, 1))),
+             _init("w2", w((8, 4, 1, 1))), _init("w3", w((8, 8, 1, 1))),
+             _init("scales", np.array([1, 1, 2, 2], np.float32)),
+             numpy_helper.from_array(np.array([1], np.int64), "axes"),
+             _init("bias", (rng.standard_normal((1, 1, 1, 8)) * 0.1 + 1.0).astype(np.float32))]
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+        node("HardSwish", ["c0"], ["h0"]),
+        node("GlobalAveragePool", ["h0"], ["p0"]),
+        node("Conv", ["p0", "w1"], ["s0"]), node("Relu", ["s0"], ["s1"]),
+        node("Conv", ["s1", "w2"], ["s2"]),
+        node("HardSigmoid", ["s2"], ["gate"], alpha=0.25, beta=0.4),
+        node("Mul", ["h0", "gate"], ["se"]),
+        node("LeakyRelu", ["se"], ["l0"], alpha=0.1),
+        node("Conv", ["l0", "w3"], ["c1"]),
+        node("Elu", ["c1"], ["e0"], alpha=0.7),
+        node("Sub", ["e0", "se"], ["d0"]),
+        node("Max", ["d0", "l0"], ["m0"]),
+        node("Sigmoid", ["m0"], ["g1"]),
+        node("Add", ["g1", "bias"], ["g2"]),
+        node("Div", ["m0", "g2"], ["q0"]),
+        node("Resize", ["q0", "", "scales"], ["r0"], mode="linear"),
+        node("Transpose", ["r0"], ["t0"], perm=[0, 1, 3, 2]),
+        node("MatMul", ["r0", "t0"], ["mm"]),
+        node("ReduceMean", ["mm", "axes"], ["rm"], keepdims=1),
+        node("ReduceSum", ["r0", "axes"], ["rs"], keepdims=1),
+        node("GlobalMaxPool", ["r0"], ["gm"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "new_ops", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("rm", "rs", "gm")],
+        inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+@pytest.mark.parametrize("int16", ["never", "always"])
+def test_the_new_operators_are_bit_exact_on_the_bpu(int16):
+    model = quantised(new_ops_model(), int16=int16)
+    assert [s.kind for s in model.segments] == ["quantize", "bpu", "dequantize"]
+    assert check_bit_exact(model, samples_for(model.graph, 1, seed=3)[0]) == 1

@@ -21,14 +21,14 @@ one core of an otherwise idle chip and adds them up (the segments run one after 
   convert and scale: 4 FP ops, one store); a Conv, FC, ConvTranspose or MatMul the BPU
   cannot run (`_DENSE`) is a NEON GEMM over its multiply-accumulates: per vector of MACs
   one fused multiply-add and one weight load (the inputs stay in registers across a
-  blocked tile), and its DDR bytes are its float32 weights, inputs and outputs once; any
-  other CPU op is timed as Softmax is
-  computed, in three passes (max; exp, sum; scale), about 3 loads, 1 store and 12 FP ops;
-  every loop iteration also costs an ALU op and a branch. A 4-D tensor of more than one
-  channel also changes layout where it crosses between CPU and BPU (NCHW on the CPU, the
-  BPU's native NHWC): one more pass over its int8/int16 codes, per vector a load, a store
-  and two permutes. DSP segments are not estimated here (0 us): the vDSP operators are
-  simulated where they run (`emu dsp`).
+  blocked tile), and its DDR bytes are its float32 weights, inputs and outputs once; a view
+  (Reshape and the other "alias" ops of emu/nn/optable.py) costs nothing; any other CPU op
+  is timed as Softmax is computed, in three passes (max; exp, sum; scale), about 3 loads,
+  1 store and 12 FP ops; every loop iteration also costs an ALU op and a branch. A 4-D
+  tensor of more than one channel also changes layout where it crosses between CPU and
+  BPU (NCHW on the CPU, the BPU's native NHWC): one more pass over its int8/int16 codes,
+  per vector a load, a store and two permutes. DSP segments are not estimated here (0 us):
+  the vDSP operators are simulated where they run (`emu dsp`).
 
 `cpu_items` gives the same CPU work item by item, with its instruction counts and the
 tensors it reads and writes, for the runtime to run through the cache model.
@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from emu.bpu import timing
+from emu.nn import optable
 from emu.nn.graph import Graph, Node
 from emu.nn.layers import layer_groups
 from emu.nn.placement import Segment
@@ -256,8 +257,10 @@ def cpu_items(graph: Graph, segment: Segment, cpu: CpuConfig,
         reads = tuple((n, _FLOAT_BYTES * math.prod(graph.tensors[n].shape))
                       for n in node.inputs if n)
         writes = tuple((n, _FLOAT_BYTES * math.prod(graph.tensors[n].shape))
-                       for n in node.outputs)
-        if node.op in _DENSE_OPS:
+                       for n in node.outputs if n)
+        if optable.kind(node.op) == "alias":  # a view: the same memory, nothing to run
+            items.append(CpuItem(node.name, node.op, _CPU_OP, 0, (), ()))
+        elif node.op in _DENSE_OPS:
             macs = dense_macs(graph, node)
             items.append(CpuItem(node.name, node.op, _DENSE, math.ceil(macs / lanes), reads,
                                  writes, macs))

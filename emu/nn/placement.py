@@ -15,7 +15,10 @@ the network into accelerator segments with CPU/DSP segments between them (NNIE -
 non-NNIE -> NNIE ...). The nodes are re-sorted topologically, keeping a ready node on the
 device of the node before it when dependences allow (so a CPU op on a side branch does not
 cut a BPU run in two); then every maximal run of consecutive nodes on one device is a
-segment. Before the first segment, one "quantize" CPU segment converts the float
+segment. A view (Reshape, Flatten, Squeeze, Unsqueeze, Split, Identity) of a tensor the
+CPU or a DSP writes runs on the CPU (at no cost: the estimate gives a view no work): the
+BPU would only copy it. Before the first
+segment, one "quantize" CPU segment converts the float
 feature-map inputs that BPU nodes read; after the last, one "dequantize" CPU segment
 converts the model outputs that BPU nodes write (the BPU runs int8 in and out).
 """
@@ -103,6 +106,14 @@ def decide(graph: Graph, node: Node, dsp_softmax: bool = False) -> Decision:
 def place(graph: Graph, dsp_softmax: bool = False) -> list[Segment]:
     """The graph cut into quantize, BPU/CPU/DSP and dequantize segments (see the module)."""
     decisions = {n.name: decide(graph, n, dsp_softmax) for n in graph.nodes}
+    producers = graph.producers()
+    for node in graph.nodes:  # in topological order: a chain of views follows its source
+        source = producers.get(node.inputs[0]) if node.inputs else None
+        if (optable.kind(node.op) == "alias" and decisions[node.name].where == "bpu"
+                and source is not None and decisions[source.name].where != "bpu"):
+            decisions[node.name] = Decision(
+                node.name, node.op, "cpu", f"a view of {source.name}'s output, which the "
+                f"{decisions[source.name].where.upper()} writes")
     where = {name: d.where for name, d in decisions.items()}
     nodes = toposort(graph.nodes, graph.inputs, graph.tensors, prefer=where)
     runs: list[list[Node]] = []

@@ -603,8 +603,10 @@ PASSES: tuple[Callable[[Graph], Graph], ...] = (
     fc_over_maps, fuse_activations, fuse_residuals, fuse_silu)
 
 
-def compile_graph(graph: Graph) -> Graph:
-    """The passes of `PASSES`, in that order."""
+def compile_graph(graph: Graph, *, fc_as_conv: bool = True) -> Graph:
+    """The passes of `PASSES`, in that order; without `fc_as_conv`, FCs over flattened maps
+    stay FCs (for a device that runs fully connected layers as such: the DV700)."""
     for step in PASSES:
-        graph = step(graph)
+        if fc_as_conv or step is not fc_over_maps:
+            graph = step(graph)
     return graph

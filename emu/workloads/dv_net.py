@@ -470,7 +470,8 @@ def _input(graph: Graph, given: np.ndarray | None, seed: int) -> np.ndarray:
 def run_arrays(model: onnx.ModelProto | bytes | str | Path, input: np.ndarray | None,
                seed: int) -> tuple[dict[str, Any], np.ndarray]:
     """`run_network`'s results and the device's FP16 output (NCHW, before the CPU's ops)."""
-    graph = importer.compile_graph(importer.load(model))
+    # The DV700 has FC commands: a classifier over a flattened map stays an FC.
+    graph = importer.compile_graph(importer.load(model), fc_as_conv=False)
     x = _input(graph, input, seed)
     ctx = dv.dmp_dv_context_create()
     if ctx is None:

@@ -10,7 +10,7 @@ table lists (tests/conformance/cases.py: selection, preparation, the on-disk cac
 and judged by tests/conformance/runner.py (outcomes and tolerances). A row is one operator
 (the one a case tests, an expanded case under the operator it expands) with its table row's
 `where` ("-" for an expansion of an unlisted operator made of listed ones): its cases, how
-many compiled, ran, and came out accurate, refused, inaccurate or crashed. The light models
+many compiled, ran, and came out accurate, refused, flagged, inaccurate or crashed. The light models
 (the wheel's nine opset-9 networks against onnxruntime) are one more row after the total.
 Then every case that is not accurate, by outcome, with its one-line reason; "[table
 refuses]" marks a case the operator table makes the compiler refuse. The exit status is 0
@@ -85,7 +85,7 @@ def render(report: dict[str, Any]) -> str:
             lines.append("  ".join("-" * w for w in widths))
         lines.append("  ".join(str(v).ljust(w) if i < 2 else str(v).rjust(w)
                                for i, (v, w) in enumerate(zip(row, widths, strict=True))))
-    for status in ("crash", "inaccurate", "refused"):
+    for status in ("crash", "inaccurate", "flagged", "refused"):
         failing = [c for c in report["cases"] if c["status"] == status]
         if failing:
             lines += ["", f"{status} ({len(failing)}):"]

@@ -314,16 +314,19 @@ def _read_samples(graph: Graph, folder: Path) -> list[dict[str, np.ndarray]]:
     for path in files:
         try:
             loaded = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{path}: not a NumPy array file ({exc})") from None
-        if isinstance(loaded, np.ndarray):
+            if isinstance(loaded, np.ndarray):
+                feed = {"": loaded}
+            else:
+                with loaded:  # an .npz reads each array when asked: inside the try
+                    feed = {k: loaded[k] for k in loaded.files}
+        except (OSError, ValueError, TypeError) as exc:
+            raise InputError(f"{path}: not a NumPy array file "
+                             f"({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
+        if "" in feed:
             if len(graph.inputs) != 1:
                 raise InputError(f"{path}: the model has {len(graph.inputs)} inputs; give "
                                  ".npz files keyed by input name")
-            feed = {graph.inputs[0]: loaded}
-        else:
-            with loaded:
-                feed = {k: loaded[k] for k in loaded.files}
+            feed = {graph.inputs[0]: feed[""]}
         samples.append(execute.check_feeds(graph, feed, str(path)))
     return samples
 

@@ -150,8 +150,18 @@ def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None =
     return _convert(model, where, opset)
 
 
-def _dtype(elem_type: int) -> str:
-    return str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)))
+# NumPy's own numeric and boolean element types: ONNX's others (strings, bfloat16, the
+# float8, int4 and float4 kinds) are nothing the BPU or emu's CPU computes with.
+_NUMPY_KINDS = frozenset("biufc?")
+
+
+def _dtype(elem_type: int, name: str = "", where: str = "model") -> str:
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    if dtype.kind not in _NUMPY_KINDS:
+        raise InputError(f"{where}: tensor {name!r} has ONNX type "
+                         f"{onnx.TensorProto.DataType.Name(elem_type)}, which emu does not "
+                         "compute with")
+    return str(dtype)
 
 
 def _attr(value: Any) -> Any:
@@ -177,7 +187,7 @@ def _convert(model: onnx.ModelProto, where: str, opset: int) -> Graph:
         if not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
             continue
         tensors[info.name] = Tensor(info.name, tuple(d.dim_value for d in tt.shape.dim),
-                                    _dtype(tt.elem_type))
+                                    _dtype(tt.elem_type, info.name, where))
     nodes = []
     for k, proto in enumerate(g.node):
         for name in proto.output:

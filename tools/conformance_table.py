@@ -10,8 +10,11 @@ table lists (tests/conformance/cases.py: selection, preparation, the on-disk cac
 and judged by tests/conformance/runner.py (outcomes and tolerances). A row is one operator
 (the one a case tests, an expanded case under the operator it expands) with its table row's
 `where` ("-" for an expansion of an unlisted operator made of listed ones): its cases, how
-many compiled, ran, and came out accurate, refused, flagged, inaccurate or crashed. The light models
-(the wheel's nine opset-9 networks against onnxruntime) are one more row after the total.
+many compiled, ran, and came out accurate, refused, flagged, inaccurate or crashed. After
+the total, a row per `where` (the cases of the operators J5 runs on the BPU, of those it
+runs on the CPU, ...), and two rows of the light models (the wheel's nine opset-9 networks
+against onnxruntime): as shipped, and with weights of trained scale (`cases.realistic_light`),
+each output's cosine listed.
 Then every case that is not accurate, by outcome, with its one-line reason; "[table
 refuses]" marks a case the operator table makes the compiler refuse. The exit status is 0
 whatever the outcomes.
@@ -33,6 +36,7 @@ from tests.conformance import cases, runner  # noqa: E402
 
 COLUMNS = ("cases", "compiled", "ran", *runner.OUTCOMES)
 LIGHT_ROW = "light models"
+LIGHT_TRAINED_ROW = "light, trained-scale weights"
 
 
 def tally(outcomes: Iterable[runner.Outcome]) -> dict[str, int]:
@@ -63,11 +67,17 @@ def run_all(ops: list[str], light: bool) -> dict[str, Any]:
         "cases": [{**o.as_json(), "op": c.info.op, "nodes": c.info.nodes,
                    "table_refuses": c.must_refuse} for c, o in results],
     }
+    groups: dict[str, list[runner.Outcome]] = {}
+    for case, outcome in results:
+        groups.setdefault(f"where {case.where or '-'}", []).append(outcome)
+    report["where"] = {key: tally(groups[key]) for key in sorted(groups)}
     if light:
-        models = [runner.run_case(cases.prepare_light(m), soc) for m in cases.light_models()]
-        report["light"] = tally(models)
-        report["cases"] += [{**o.as_json(), "op": LIGHT_ROW, "nodes": None,
-                             "table_refuses": False} for o in models]
+        for key, realistic in ((LIGHT_ROW, False), (LIGHT_TRAINED_ROW, True)):
+            models = [runner.run_case(cases.prepare_light(m, realistic), soc)
+                      for m in cases.light_models()]
+            report[key] = tally(models)
+            report["cases"] += [{**o.as_json(), "op": key, "nodes": None,
+                                 "table_refuses": False} for o in models]
     return report
 
 
@@ -75,8 +85,10 @@ def render(report: dict[str, Any]) -> str:
     """The table, the totals and the cases that are not accurate, as text."""
     rows = [(r["op"], r["where"], *(r[k] for k in COLUMNS)) for r in report["operators"]]
     rows.append(("total", "", *(report["total"][k] for k in COLUMNS)))
-    if "light" in report:
-        rows.append((LIGHT_ROW, "", *(report["light"][k] for k in COLUMNS)))
+    rows += [(key, "", *(counts[k] for k in COLUMNS)) for key, counts in report["where"].items()]
+    rows += [(key, "", *(report[key][k] for k in COLUMNS)) for key in (LIGHT_ROW,
+                                                                       LIGHT_TRAINED_ROW)
+             if key in report]
     header = ("operator", "where", *COLUMNS)
     widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header))]
     lines = []
@@ -85,6 +97,11 @@ def render(report: dict[str, Any]) -> str:
             lines.append("  ".join("-" * w for w in widths))
         lines.append("  ".join(str(v).ljust(w) if i < 2 else str(v).rjust(w)
                                for i, (v, w) in enumerate(zip(row, widths, strict=True))))
+    trained = [c for c in report["cases"] if c["op"] == LIGHT_TRAINED_ROW]
+    if trained:
+        lines += ["", "light models with weights of trained scale:"]
+        lines += [f"  {c['case']}: {c['status']}; " + "; ".join(
+            f"{o['name']} {o['detail']}" for o in c["outputs"]) for c in trained]
     for status in ("crash", "inaccurate", "flagged", "refused"):
         failing = [c for c in report["cases"] if c["status"] == status]
         if failing:

@@ -372,13 +372,49 @@ def shipped_outputs(light: LightModel) -> list[np.ndarray]:
     return found
 
 
-def prepare_light(light: LightModel) -> PreparedCase:
-    """A light model with its runner input, onnxruntime's outputs expected."""
+def realistic_light(light: LightModel, seed: int = 0) -> tuple[onnx.ModelProto,
+                                                               dict[str, np.ndarray]]:
+    """The light model as the wheel ships it (its opset, its topology) with the weights of
+    trained scale emu's zoo draws for it (`emu.nn.zoo`, "onnx_<name>") in place of its
+    ConstantOfShape placeholders, and a standard-normal input: a network whose outputs
+    depend on the input, which the placeholders' constant weights do not make."""
+    model = onnx.load_model(str(light.path))
+    drawn = {t.name: t for t in zoo.build("onnx_" + light.name.removeprefix("light_"),
+                                          seed=seed).graph.initializer}
+    graph = model.graph
+    placeholders = {t.name for t in graph.initializer}
+    data = [v for v in graph.input if v.name not in placeholders]
+    replaced = [n for n in graph.node if n.op_type == "ConstantOfShape" and n.output[0] in drawn]
+    keep = [n for n in graph.node if n not in replaced]
+    del graph.node[:]
+    graph.node.extend(keep)
+    used = {name for n in graph.node for name in n.input}
+    weights = [t for t in graph.initializer if t.name in used]
+    weights += [drawn[n.output[0]] for n in replaced]
+    del graph.initializer[:]
+    graph.initializer.extend(weights)
+    del graph.input[:]  # IR version 3: every initializer is a graph input too
+    graph.input.extend(data)
+    graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                       for t in weights)
+    rng = np.random.default_rng(seed)
+    feeds = {v.name: rng.standard_normal(
+        tuple(d.dim_value for d in v.type.tensor_type.shape.dim)).astype(np.float32)
+             for v in data}
+    return model, feeds
+
+
+def prepare_light(light: LightModel, realistic: bool = False) -> PreparedCase:
+    """A light model with its runner input (or, `realistic`, with `realistic_light`'s
+    weights and input), onnxruntime's outputs expected."""
     import onnxruntime  # type: ignore[import-untyped]
 
-    model = onnx.load_model(str(light.path))
-    stored = {t.name for t in model.graph.initializer}
-    feeds = {i.name: light_input(i) for i in model.graph.input if i.name not in stored}
+    if realistic:
+        model, feeds = realistic_light(light)
+    else:
+        model = onnx.load_model(str(light.path))
+        stored = {t.name for t in model.graph.initializer}
+        feeds = {i.name: light_input(i) for i in model.graph.input if i.name not in stored}
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # not the notes on unused initializers
     session = onnxruntime.InferenceSession(model.SerializeToString(), options,

@@ -37,3 +37,13 @@ def test_light_models(light: cases.LightModel) -> None:
     outcome = runner.run_case(case)
     assert outcome.status == "accurate", f"{outcome.status} at {outcome.stage}: " \
         f"{outcome.reason}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("light", LIGHT, ids=[m.name for m in LIGHT])
+def test_light_models_with_weights_of_trained_scale(light: cases.LightModel) -> None:
+    """The same topologies at their own opset 9, with the zoo's weights of trained scale and
+    a standard-normal input: outputs that vary with the input, converted and compiled."""
+    outcome = runner.run_case(cases.prepare_light(light, realistic=True))
+    assert outcome.status == "accurate", f"{outcome.status} at {outcome.stage}: " \
+        f"{outcome.reason}"

@@ -14,22 +14,49 @@ scales each layer's running mean and variance (drawn near 0 and 1) to what reach
 the activations keep a mean square near 1 through any depth, as a quantiser calibrating on
 them needs; onnxruntime's outputs are finite and vary with the input. BatchNormalization
 nodes stay in the graph (the compiler folds them); ReLU6 is `Clip(0, 6)`, SiLU is
-`x * Sigmoid(x)`.
+`x * Sigmoid(x)`, h-swish is `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and beta 0.5
+(what torch.onnx writes below opset 14: the zoo keeps its one opset, 13, which has no
+HardSwish op, and so one hard-sigmoid serves both h-swish and the squeeze-excitation
+gate), bilinear upsampling is Resize mode "linear" with coordinate mode "half_pixel"
+(PyTorch's align_corners=False) and the output size given as `sizes`.
 
 The networks (`entries()`; `emu zoo list` shows their inputs, outputs, weights and MACs):
 
 - `resnet18`, `resnet50`: torchvision's ResNet v1.5 (BasicBlock / Bottleneck with the
   stride on the 3x3 conv), 1000 classes; 224x224.
+- `se_resnet50`: SE-ResNet-50 (Hu et al. 2018): ResNet-50 with a squeeze-excitation
+  (GlobalAveragePool, 1x1 conv to channels / 16, ReLU, 1x1 conv back, Sigmoid, Mul of the
+  [N, C, 1, 1] gate with the map) on each residual branch before the Add; the stride on
+  the first 1x1 of a bottleneck, as in SENet's released models and the paper's 3.87
+  GFLOPs; 1000 classes; 224x224.
 - `mobilenetv1` (depthwise-separable convolutions, ReLU), `mobilenetv2` (inverted
   residuals, linear bottlenecks, ReLU6), `efficientnet_lite0` (MBConv without
   squeeze-excitation, ReLU6, stem and head not scaled), 1000 classes; 224x224.
+- `mobilenetv3_large`: MobileNetV3-Large 1.0 (Howard et al. 2019, table 1): 15 inverted
+  residuals with 3x3 and 5x5 depthwise convs, ReLU in the first six and h-swish after,
+  squeeze-excitation in eight (to a quarter of the expanded channels rounded to 8,
+  HardSigmoid gate), the 1x1 to 960, global average pool, 1x1 conv to 1280 with a bias
+  and h-swish (no BatchNormalization), FC; 1000 classes; 224x224.
 - `yolov8n`, `yolov8s`: the Ultralytics YOLOv8 detector (Conv-BN-SiLU, C2f, SPPF, nearest
   Resize, Concat, PAN neck) with the n (width 0.25, depth 0.33) and s (0.50, 0.33)
   multipliers; the outputs are the six raw head tensors, box (4 x 16 DFL bins) and class
   (80) logits at strides 8, 16 and 32, without DFL decoding, sigmoid or NMS (the J5
   deployment's "6 outputs, DFL removed"); 640x640.
+- `yolov5s`: the Ultralytics YOLOv5 v6.x detector, s (width 0.50, depth 0.33): 6x6 stride-2
+  stem, C3 blocks (two 1x1 branches, bottlenecks of 1x1 and 3x3, Concat, 1x1), SPPF,
+  nearest Resize, Concat, PAN neck; the outputs are the three raw Detect 1x1 convs, 3
+  anchors x (4 box + objectness + 80 classes) = 255 channels at strides 8, 16 and 32,
+  with Ultralytics' bias priors, without sigmoid or decoding; 640x640.
 - `unet`: the classic UNet (two 3x3 Conv-BN-ReLU per level, 64 to 1024 channels, MaxPool
   down, 2x2 ConvTranspose up, skip Concat) with 19 Cityscapes-style classes; 256x256.
+- `deeplabv3`: DeepLabV3 (Chen et al. 2017) on ResNet-50 at output stride 16 (the last
+  stage at stride 1 with its 3x3 convs dilated by 2, as torchvision's
+  replace_stride_with_dilation): ASPP of a 1x1, three 3x3 convs dilated 6, 12 and 18 and
+  image pooling (GlobalAveragePool, 1x1, BN, ReLU, bilinear Resize back), Concat, 1x1
+  projection, 1x1 classifier to 21 PASCAL VOC classes, bilinear Resize to the input size.
+  That is the paper's head; torchvision's adds a 3x3 conv after the projection and an
+  auxiliary FCN head, which this leaves out. 512x512; any side from 16 (the Resize sizes
+  follow the input).
 - `centerpoint_pillars`: CenterPoint-PointPillars' network after the pillar scatter: the
   BEV pseudo-image (64 channels, 512x512: nuScenes at 0.2 m pillars over 102.4 m) through
   the three-stride 2-D backbone (3, 5, 5 convs at strides 2, 4, 8), deconvolutions back to
@@ -352,7 +379,11 @@ class _Interpreter:
             outs = [np.clip(x, low, high)]
         elif op == "Sigmoid":
             outs = [execute.sigmoid(x)]
-        elif op in ("Mul", "Add", "Sum"):
+        elif op == "HardSigmoid":
+            outs = [_hard_sigmoid(x, attrs.get("alpha", 0.2), attrs.get("beta", 0.5))]
+        elif op == "HardSwish":  # opset 14: x * HardSigmoid(x) with alpha 1/6
+            outs = [x * _hard_sigmoid(x, 1 / 6, 0.5)]
+        elif op in ("Mul", "Add", "Sum"):  # NumPy broadcasting: a [N, C, 1, 1] gate too
             total = ins[0]
             for other in ins[1:]:
                 total = total * other if op == "Mul" else total + other
@@ -364,10 +395,13 @@ class _Interpreter:
             parts = len(node.output)
             sizes = list(ins[1]) if len(ins) > 1 else [x.shape[axis] // parts] * parts
             outs = np.split(x, np.cumsum(sizes)[:-1], axis=axis)
-        elif op == "Resize":  # nearest, whole scales: what the zoo uses
-            outs = [x]
-            for axis, factor in enumerate(ins[2]):
-                outs = [np.repeat(outs[0], round(factor), axis=axis)]
+        elif op == "Resize":
+            scales = ins[2] if len(ins) > 2 and ins[2] is not None and ins[2].size else None
+            size_to = ins[3] if len(ins) > 3 and ins[3] is not None else None
+            text = {k: v.decode() for k, v in attrs.items() if isinstance(v, bytes)}
+            outs = [_resize(x, scales, size_to, text.get("mode", "nearest"),
+                            text.get("coordinate_transformation_mode", "half_pixel"),
+                            text.get("nearest_mode", "round_prefer_floor"))]
         elif op == "GlobalAveragePool":
             outs = [x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)]
         elif op == "Flatten":
@@ -448,6 +482,64 @@ class _Interpreter:
         return lrn(x, size, alpha, beta, bias)
 
 
+def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    """ONNX HardSigmoid: max(0, min(1, alpha x + beta)), in float32 as onnxruntime does."""
+    import numpy as np
+
+    return np.clip(np.float32(alpha) * x + np.float32(beta), np.float32(0), np.float32(1))
+
+
+def _resize(x: np.ndarray, scales: np.ndarray | None, sizes: np.ndarray | None, mode: str,
+            transform: str, nearest_mode: str) -> np.ndarray:
+    """ONNX Resize (opset 13, no region of interest), one axis at a time: "nearest" or
+    "linear" (n-linear is separable). Each output index o maps to a source coordinate by
+    `transform`; "half_pixel" is (o + 0.5) / scale - 0.5, PyTorch's align_corners=False
+    ("pytorch_half_pixel" differs only for an output of length 1); linear interpolation
+    clamps the coordinate to the input, so the border pixels are repeated, as onnxruntime
+    and PyTorch do. The scale of an axis is out / in when `sizes` are given."""
+    import numpy as np
+
+    y = x
+    for axis, size_in in enumerate(x.shape):
+        if sizes is not None:
+            size_out, scale = int(sizes[axis]), int(sizes[axis]) / size_in
+        else:
+            assert scales is not None, "Resize without scales or sizes"
+            scale = float(scales[axis])
+            size_out = math.floor(size_in * scale)
+        if size_out == size_in and scale == 1.0:
+            continue
+        o = np.arange(size_out, dtype=np.float64)
+        if transform == "half_pixel" or (transform == "pytorch_half_pixel" and size_out > 1):
+            source = (o + 0.5) / scale - 0.5
+        elif transform == "align_corners" and size_out > 1:
+            source = o * (size_in - 1) / (size_out - 1)
+        elif transform in ("align_corners", "pytorch_half_pixel"):
+            source = np.zeros_like(o)
+        elif transform == "asymmetric":
+            source = o / scale
+        else:
+            raise NotImplementedError(f"calibration: no Resize {transform}")
+        if mode == "nearest":
+            if nearest_mode in ("ceil", "round_prefer_floor"):  # ceil(v - 0.5): a half down
+                rounded = np.ceil(source - (0.5 if nearest_mode != "ceil" else 0.0))
+            else:
+                rounded = np.floor(source + (0.5 if nearest_mode != "floor" else 0.0))
+            index = np.clip(rounded, 0, size_in - 1).astype(np.int64)
+            y = np.take(y, index, axis=axis)
+        elif mode == "linear":
+            source = np.clip(source, 0, size_in - 1)
+            low = np.floor(source).astype(np.int64)
+            high = np.minimum(low + 1, size_in - 1)
+            view = [1] * y.ndim
+            view[axis] = size_out
+            frac = (source - low).astype(np.float32).reshape(view)
+            y = np.take(y, low, axis=axis) * (1 - frac) + np.take(y, high, axis=axis) * frac
+        else:
+            raise NotImplementedError(f"calibration: no Resize mode {mode}")
+    return y.astype(np.float32)
+
+
 def _value_shape(value: onnx.ValueInfoProto) -> dict[str, Any]:
     return {"name": value.name,
             "shape": [d.dim_value for d in value.type.tensor_type.shape.dim]}
@@ -518,19 +610,24 @@ class _Net:
         return name
 
     def model(self, size: str, seed: int, arrays: dict[str, np.ndarray]) -> onnx.ModelProto:
-        """The ONNX model of this graph with the initializers `arrays` (a calibrated
-        build's: the weights do not depend on the input size or the batch)."""
+        """The ONNX model of this graph with the weights of `arrays` (a calibrated
+        build's: the weights do not depend on the input size or the batch) and its own
+        settings (a Resize's output sizes do)."""
         from onnx import TensorProto, helper, numpy_helper
 
         def value(name: str, shape: tuple[int, ...]) -> onnx.ValueInfoProto:
             return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
 
+        used = {name for node in self.nodes for name in node.input}
+        initializers = {name: array for name, array in arrays.items() if name in used}
+        for name in self._constants:
+            initializers.setdefault(name, self.arrays[name])
         item = self.item
         graph = helper.make_graph(self.nodes, item.name,
                                   [value(n, s) for n, s in self.inputs],
                                   [value(n, s) for n, s in self.outputs],
                                   initializer=[numpy_helper.from_array(array, name)
-                                               for name, array in arrays.items()])
+                                               for name, array in initializers.items()])
         model = helper.make_model(graph, producer_name="emu zoo", producer_version=__version__,
                                   opset_imports=[helper.make_opsetid("", OPSET)],
                                   ir_version=IR_VERSION, doc_string=item.description)
@@ -552,12 +649,15 @@ class _Net:
 
     def conv(self, x: str, cout: int, k: int, name: str, stride: int = 1,
              pad: int | None = None, groups: int = 1, gain: float = 2.0,
-             bias: float | None = None) -> str:
-        """k x k convolution; He-normal weights of mean square `gain` / fan-in; a bias
-        around `bias` if given (none otherwise, as before a BatchNormalization)."""
+             bias: float | Sequence[float] | None = None, dilation: int = 1) -> str:
+        """k x k convolution (taps `dilation` pixels apart; "same" padding by default);
+        He-normal weights of mean square `gain` / fan-in; a bias around `bias` (one value,
+        or one per output channel) if given (none otherwise, as before a
+        BatchNormalization)."""
         n, cin, h, w = self.shapes[x]
-        pad = k // 2 if pad is None else pad
-        ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+        pad = dilation * (k // 2) if pad is None else pad
+        span = dilation * (k - 1) + 1
+        ho, wo = (h + 2 * pad - span) // stride + 1, (w + 2 * pad - span) // stride + 1
         if ho < 1 or wo < 1:
             raise InputError(f"--input-size: {self.item.name} is too small at {name}")
         fan_in = cin // groups * k * k
@@ -568,12 +668,15 @@ class _Net:
             inputs.append(self._weight(f"{name}.bias", (cout,),
                                        self._normal_around((cout,), bias, 0.02)))
         self.macs += n * cout * ho * wo * fan_in
+        dilations = {"dilations": [dilation, dilation]} if dilation != 1 else {}
         return self._node("Conv", inputs, name, (n, cout, ho, wo), kernel_shape=[k, k],
-                          strides=[stride, stride], pads=[pad] * 4, group=groups)
+                          strides=[stride, stride], pads=[pad] * 4, group=groups,
+                          **dilations)
 
-    def _normal_around(self, shape: tuple[int, ...], mean: float, std: float
-                       ) -> Callable[[], np.ndarray]:
-        return lambda: mean + self.rng.standard_normal(shape, dtype=self._np.float32) * std
+    def _normal_around(self, shape: tuple[int, ...], mean: float | Sequence[float],
+                       std: float) -> Callable[[], np.ndarray]:
+        offset = mean if isinstance(mean, float | int) else self._np.asarray(mean, "float32")
+        return lambda: offset + self.rng.standard_normal(shape, dtype=self._np.float32) * std
 
     def deconv(self, x: str, cout: int, k: int, name: str, gain: float = 2.0,
                bias: float | None = None) -> str:
@@ -613,18 +716,34 @@ class _Net:
         if kind == "silu":
             sigmoid = self._node("Sigmoid", [x], f"{name}.sigmoid", self.shapes[x])
             return self._node("Mul", [x, sigmoid], name, self.shapes[x])
+        if kind == "sigmoid":
+            return self._node("Sigmoid", [x], name, self.shapes[x])
+        if kind == "hardsigmoid":  # PyTorch's relu6(x + 3) / 6, not ONNX's default 0.2 x + 0.5
+            return self._node("HardSigmoid", [x], name, self.shapes[x], alpha=1 / 6, beta=0.5)
+        if kind == "hardswish":
+            # x * HardSigmoid(x): what torch.onnx writes for Hardswish below opset 14 (the
+            # zoo's opset 13 has no HardSwish op).
+            gate = self.act(x, "hardsigmoid", f"{name}.hardsigmoid")
+            return self._node("Mul", [x, gate], name, self.shapes[x])
         raise ValueError(f"unknown activation {kind!r}")
 
     def cba(self, x: str, cout: int, k: int, name: str, stride: int = 1, groups: int = 1,
-            act: str | None = "relu") -> str:
+            act: str | None = "relu", pad: int | None = None, dilation: int = 1) -> str:
         """Conv (no bias), BatchNormalization, activation: the block every CNN here uses."""
-        y = self.conv(x, cout, k, f"{name}.conv", stride=stride, groups=groups)
+        y = self.conv(x, cout, k, f"{name}.conv", stride=stride, groups=groups, pad=pad,
+                      dilation=dilation)
         y = self.bn(y, f"{name}.bn")
         return self.act(y, act, f"{name}.act")
 
     def add(self, a: str, b: str, name: str) -> str:
         assert self.shapes[a] == self.shapes[b], (name, self.shapes[a], self.shapes[b])
         return self._node("Add", [a, b], name, self.shapes[a])
+
+    def gate(self, x: str, weights: str, name: str) -> str:
+        """x * weights, the [N, C, 1, 1] weights broadcast over the map (a channel gate)."""
+        n, c, _, _ = self.shapes[x]
+        assert self.shapes[weights] == (n, c, 1, 1), (name, self.shapes[weights])
+        return self._node("Mul", [x, weights], name, self.shapes[x])
 
     def concat(self, xs: Sequence[str], name: str) -> str:
         n, _, h, w = self.shapes[xs[0]]
@@ -647,6 +766,18 @@ class _Net:
         return self._node("MaxPool", [x], name, (n, c, ho, wo), kernel_shape=[k, k],
                           strides=[stride, stride], pads=[pad] * 4)
 
+    def resize_linear(self, x: str, height: int, width: int, name: str) -> str:
+        """Bilinear Resize to `height` x `width`, as PyTorch's F.interpolate(size=...,
+        mode="bilinear", align_corners=False) computes it: coordinate mode half_pixel
+        (PyTorch writes "pytorch_half_pixel", the same for outputs longer than 1 pixel,
+        which is all the zoo makes), output size given as `sizes` (exact at any input
+        size, where scales would be rounded)."""
+        n, c, _, _ = self.shapes[x]
+        sizes = self._constant(f"const.sizes{n}x{c}x{height}x{width}",
+                               [n, c, height, width], "int")
+        return self._node("Resize", [x, "", "", sizes], name, (n, c, height, width),
+                          mode="linear", coordinate_transformation_mode="half_pixel")
+
     def upsample(self, x: str, name: str) -> str:
         """2x nearest-neighbour Resize, as PyTorch's Upsample exports it."""
         n, c, h, w = self.shapes[x]
@@ -655,13 +786,20 @@ class _Net:
                           mode="nearest", coordinate_transformation_mode="asymmetric",
                           nearest_mode="floor")
 
+    def global_pool(self, x: str, name: str) -> str:
+        n, c, _, _ = self.shapes[x]
+        return self._node("GlobalAveragePool", [x], name, (n, c, 1, 1))
+
     def classifier(self, x: str, name: str) -> str:
         """Global average pool, Flatten and a fully connected layer: the logits (as many
         as the network's `classes`)."""
-        n, c, _, _ = self.shapes[x]
+        return self.fc(self.global_pool(x, f"{name}.pool"), name)
+
+    def fc(self, pooled: str, name: str) -> str:
+        """Flatten of a pooled [N, C, 1, 1] map and a fully connected layer: the logits."""
+        n, c, _, _ = self.shapes[pooled]
         classes = self.classes
         assert classes is not None, f"{self.item.name} registers no classes"
-        pooled = self._node("GlobalAveragePool", [x], f"{name}.pool", (n, c, 1, 1))
         flat = self._node("Flatten", [pooled], f"{name}.flatten", (n, c), axis=1)
         weight = self._weight(f"{name}.weight", (classes, c),
                               self._normal((classes, c), math.sqrt(1.0 / c)))
@@ -673,30 +811,64 @@ class _Net:
 # --- classifiers -------------------------------------------------------------------------
 
 
-def _resnet(net: _Net, height: int, width: int, blocks: Sequence[int],
-            bottleneck: bool) -> None:
-    x = net.input("input", 3, height, width)
+def _resnet_backbone(net: _Net, x: str, blocks: Sequence[int], bottleneck: bool,
+                     se_reduction: int | None = None, stride_on_1x1: bool = False,
+                     dilate_last: bool = False) -> str:
+    """The ResNet stem and stages (torchvision's layer1-4) on `x`: the last feature map.
+
+    `se_reduction`: a squeeze-excitation of channels / reduction on each residual branch
+    before the Add (SE-ResNet). `stride_on_1x1`: a bottleneck strides on its first 1x1
+    (the original ResNet, and SENet's Caffe models) instead of the 3x3 (v1.5).
+    `dilate_last`: the last stage keeps the resolution, its 3x3 convs dilated by 2 instead
+    (output stride 16, torchvision's replace_stride_with_dilation: its first block still
+    at dilation 1, as the stride it replaces was)."""
     x = net.cba(x, 64, 7, "stem", stride=2)
     x = net.maxpool(x, 3, 2, 1, "stem.pool")
     cin = 64
     expansion = 4 if bottleneck else 1
+    dilation = 1
     for stage, count in enumerate(blocks):
-        width_ = 64 * 2**stage
+        planes = 64 * 2**stage
+        stride, first_dilation = (1 if stage == 0 else 2), dilation
+        if dilate_last and stage == len(blocks) - 1:
+            stride, dilation = 1, dilation * 2
         for b in range(count):
             name = f"layer{stage + 1}.{b}"
-            stride = 2 if stage > 0 and b == 0 else 1
-            cout = width_ * expansion
+            s, d = (stride, first_dilation) if b == 0 else (1, dilation)
+            cout = planes * expansion
             if bottleneck:
-                y = net.cba(x, width_, 1, f"{name}.1")
-                y = net.cba(y, width_, 3, f"{name}.2", stride=stride)
+                y = net.cba(x, planes, 1, f"{name}.1", stride=s if stride_on_1x1 else 1)
+                y = net.cba(y, planes, 3, f"{name}.2", stride=1 if stride_on_1x1 else s,
+                            dilation=d)
                 y = net.cba(y, cout, 1, f"{name}.3", act=None)
             else:
-                y = net.cba(x, width_, 3, f"{name}.1", stride=stride)
-                y = net.cba(y, cout, 3, f"{name}.2", act=None)
-            if stride != 1 or cin != cout:
-                x = net.cba(x, cout, 1, f"{name}.downsample", stride=stride, act=None)
+                y = net.cba(x, planes, 3, f"{name}.1", stride=s, dilation=d)
+                y = net.cba(y, cout, 3, f"{name}.2", act=None, dilation=d)
+            if se_reduction is not None:
+                y = _squeeze_excite(net, y, cout // se_reduction, "sigmoid", f"{name}.se")
+            if s != 1 or cin != cout:
+                x = net.cba(x, cout, 1, f"{name}.downsample", stride=s, act=None)
             x = net.act(net.add(x, y, f"{name}.add"), "relu", f"{name}.relu")
             cin = cout
+    return x
+
+
+def _squeeze_excite(net: _Net, x: str, hidden: int, gate: str, name: str) -> str:
+    """Squeeze-and-excitation (Hu et al. 2018): every channel of `x` scaled by a gate in
+    [0, 1] computed from the whole map: global average pool, 1x1 conv (with bias) down to
+    `hidden` channels, ReLU, 1x1 conv back, the `gate` activation (Sigmoid in SENet, hard
+    sigmoid in MobileNetV3), Mul broadcasting the [N, C, 1, 1] gate over the map."""
+    c = net.shapes[x][1]
+    y = net.global_pool(x, f"{name}.pool")
+    y = net.act(net.conv(y, hidden, 1, f"{name}.fc1", bias=0.0), "relu", f"{name}.relu")
+    y = net.act(net.conv(y, c, 1, f"{name}.fc2", bias=0.0), gate, f"{name}.gate")
+    return net.gate(x, y, f"{name}.scale")
+
+
+def _resnet(net: _Net, height: int, width: int, blocks: Sequence[int], bottleneck: bool,
+            se_reduction: int | None = None, stride_on_1x1: bool = False) -> None:
+    x = _resnet_backbone(net, net.input("input", 3, height, width), blocks, bottleneck,
+                         se_reduction, stride_on_1x1)
     net.output(net.classifier(x, "fc"))
 
 
@@ -714,6 +886,15 @@ def _resnet50(net: _Net, height: int, width: int) -> None:
     _resnet(net, height, width, (3, 4, 6, 3), bottleneck=True)
 
 
+@_network("se_resnet50", "SE-ResNet-50 (Hu et al.: ResNet-50 Bottlenecks 3-4-6-3 striding on "
+          "the first 1x1 as SENet's models do, squeeze-excitation with reduction 16 (global "
+          "average pool, 1x1 conv, ReLU, 1x1 conv, Sigmoid, Mul) before each residual Add, "
+          "FC 1000)", (224, 224), stride=32, classes=1000)
+def _se_resnet50(net: _Net, height: int, width: int) -> None:
+    _resnet(net, height, width, (3, 4, 6, 3), bottleneck=True, se_reduction=16,
+            stride_on_1x1=True)
+
+
 @_network("mobilenetv1", "MobileNetV1 1.0 (13 depthwise-separable 3x3 dw + 1x1 pw blocks, "
           "BN, ReLU, global average pool, FC 1000)", (224, 224), stride=32,
           classes=1000)
@@ -729,17 +910,27 @@ def _mobilenetv1(net: _Net, height: int, width: int) -> None:
     net.output(net.classifier(x, "fc"))
 
 
-def _inverted_residual(net: _Net, x: str, cout: int, expand: int, k: int, stride: int,
-                       name: str) -> str:
-    """MobileNetV2's block (EfficientNet-lite's MBConv without squeeze-excitation): 1x1
-    expansion, k x k depthwise, linear 1x1 projection, identity skip where shapes allow."""
+def _inverted_residual(net: _Net, x: str, cout: int, hidden: int, k: int, stride: int,
+                       name: str, act: str = "relu6", se: bool = False) -> str:
+    """MobileNetV2's block (EfficientNet-lite's MBConv, MobileNetV3's bneck): 1x1
+    expansion to `hidden` channels (none when that is the input's), k x k depthwise,
+    MobileNetV3's squeeze-excitation (to a quarter of the channels, rounded to 8, hard
+    sigmoid gate) if `se`, linear 1x1 projection, identity skip where shapes allow."""
     cin = net.shapes[x][1]
-    hidden = cin * expand
     skip = stride == 1 and cin == cout
-    y = x if expand == 1 else net.cba(x, hidden, 1, f"{name}.expand", act="relu6")
-    y = net.cba(y, hidden, k, f"{name}.dw", stride=stride, groups=hidden, act="relu6")
+    y = x if hidden == cin else net.cba(x, hidden, 1, f"{name}.expand", act=act)
+    y = net.cba(y, hidden, k, f"{name}.dw", stride=stride, groups=hidden, act=act)
+    if se:
+        y = _squeeze_excite(net, y, _make_divisible(hidden / 4), "hardsigmoid", f"{name}.se")
     y = net.cba(y, cout, 1, f"{name}.project", act=None)
     return net.add(x, y, f"{name}.add") if skip else y
+
+
+def _make_divisible(channels: float, divisor: int = 8) -> int:
+    """The MobileNets' channel rounding: to the nearest multiple of `divisor`, but never
+    more than 10 % below `channels`."""
+    rounded = max(divisor, int(channels + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * channels else rounded
 
 
 @_network("mobilenetv2", "MobileNetV2 1.0 (17 inverted residuals with linear bottlenecks, "
@@ -753,8 +944,8 @@ def _mobilenetv2(net: _Net, height: int, width: int) -> None:
     k = 0
     for expand, cout, repeats, stride in plan:
         for r in range(repeats):
-            x = _inverted_residual(net, x, cout, expand, 3, stride if r == 0 else 1,
-                                   f"block{k}")
+            x = _inverted_residual(net, x, cout, net.shapes[x][1] * expand, 3,
+                                   stride if r == 0 else 1, f"block{k}")
             k += 1
     x = net.cba(x, 1280, 1, "head", act="relu6")
     net.output(net.classifier(x, "fc"))
@@ -772,43 +963,148 @@ def _efficientnet_lite0(net: _Net, height: int, width: int) -> None:
     k = 0
     for expand, kernel, stride, cout, repeats in plan:
         for r in range(repeats):
-            x = _inverted_residual(net, x, cout, expand, kernel, stride if r == 0 else 1,
-                                   f"block{k}")
+            x = _inverted_residual(net, x, cout, net.shapes[x][1] * expand, kernel,
+                                   stride if r == 0 else 1, f"block{k}")
             k += 1
     x = net.cba(x, 1280, 1, "head", act="relu6")
     net.output(net.classifier(x, "fc"))
 
 
-# --- YOLOv8 ------------------------------------------------------------------------------
+# MobileNetV3-Large's bnecks (Howard et al. 2019, table 1): kernel, expanded channels,
+# output channels, squeeze-excitation, activation, stride.
+_MOBILENETV3_LARGE = (
+    (3, 16, 16, False, "relu", 1), (3, 64, 24, False, "relu", 2),
+    (3, 72, 24, False, "relu", 1), (5, 72, 40, True, "relu", 2),
+    (5, 120, 40, True, "relu", 1), (5, 120, 40, True, "relu", 1),
+    (3, 240, 80, False, "hardswish", 2), (3, 200, 80, False, "hardswish", 1),
+    (3, 184, 80, False, "hardswish", 1), (3, 184, 80, False, "hardswish", 1),
+    (3, 480, 112, True, "hardswish", 1), (3, 672, 112, True, "hardswish", 1),
+    (5, 672, 160, True, "hardswish", 2), (5, 960, 160, True, "hardswish", 1),
+    (5, 960, 160, True, "hardswish", 1))
+
+
+@_network("mobilenetv3_large", "MobileNetV3-Large 1.0 (Howard et al.: 15 inverted residuals "
+          "with 3x3 and 5x5 depthwise convs, squeeze-excitation with a HardSigmoid gate, "
+          "ReLU and h-swish as x * HardSigmoid(x), 1x1 to 960, global average pool, 1x1 "
+          "conv to 1280 with h-swish, FC 1000)", (224, 224), stride=32, classes=1000)
+def _mobilenetv3_large(net: _Net, height: int, width: int) -> None:
+    x = net.input("input", 3, height, width)
+    x = net.cba(x, 16, 3, "stem", stride=2, act="hardswish")
+    for k, (kernel, hidden, cout, se, act, stride) in enumerate(_MOBILENETV3_LARGE):
+        x = _inverted_residual(net, x, cout, hidden, kernel, stride, f"block{k}", act=act,
+                               se=se)
+    x = net.cba(x, 960, 1, "head", act="hardswish")
+    # The last stage has no BatchNormalization: a 1x1 conv with bias on the pooled map.
+    x = net.conv(net.global_pool(x, "head.pool"), 1280, 1, "head.fc", bias=0.0)
+    net.output(net.fc(net.act(x, "hardswish", "head.fc.act"), "fc"))
+
+
+# --- YOLO --------------------------------------------------------------------------------
 
 _YOLO_CLASSES = 80
-_YOLO_REG_MAX = 16
+_YOLO_REG_MAX = 16  # YOLOv8's DFL bins per box side
+_YOLO_ANCHORS = 3  # anchors per cell in YOLOv5's Detect
 
 
-def _yolov8(net: _Net, height: int, width: int, width_mult: float, depth_mult: float) -> None:
-    def ch(c: int) -> int:  # Ultralytics' make_divisible(min(c, max_channels) * width, 8)
+def _yolo_scaling(width_mult: float, depth_mult: float
+                  ) -> tuple[Callable[[int], int], Callable[[int], int]]:
+    """Ultralytics' channel and depth scaling of a model size: make_divisible(min(c,
+    1024) x width, 8) channels, max(round(n x depth), 1) repeats."""
+    def channels(c: int) -> int:
         return math.ceil(min(c, 1024) * width_mult / 8) * 8
 
     def depth(n: int) -> int:
         return max(round(n * depth_mult), 1)
 
+    return channels, depth
+
+
+def _yolo_conv(net: _Net, x: str, c: int, k: int, name: str, stride: int = 1,
+               pad: int | None = None) -> str:
+    """Ultralytics' Conv: Conv-BN-SiLU."""
+    return net.cba(x, c, k, name, stride=stride, act="silu", pad=pad)
+
+
+def _yolo_bottleneck(net: _Net, x: str, c: int, kernels: tuple[int, int], shortcut: bool,
+                     name: str) -> str:
+    """Ultralytics' Bottleneck at expansion 1: two convs (1x1 then 3x3 in YOLOv5's C3,
+    3x3 and 3x3 in YOLOv8's C2f), the input added back if `shortcut`."""
+    y = _yolo_conv(net, x, c, kernels[0], f"{name}.cv1")
+    y = _yolo_conv(net, y, c, kernels[1], f"{name}.cv2")
+    return net.add(x, y, f"{name}.add") if shortcut else y
+
+
+def _sppf(net: _Net, x: str, c2: int, name: str) -> str:
+    """Spatial pyramid pooling, fast: 1x1 to half the channels, three chained 5x5
+    MaxPools, Concat of the four, 1x1."""
+    y = [_yolo_conv(net, x, net.shapes[x][1] // 2, 1, f"{name}.cv1")]
+    for k in range(3):
+        y.append(net.maxpool(y[-1], 5, 1, 2, f"{name}.pool{k}"))
+    return _yolo_conv(net, net.concat(y, f"{name}.concat"), c2, 1, f"{name}.cv2")
+
+
+def _yolov5(net: _Net, height: int, width: int, width_mult: float, depth_mult: float) -> None:
+    """YOLOv5 v6.x (yolov5*.yaml): the layers are numbered as Ultralytics' model.N."""
+    ch, depth = _yolo_scaling(width_mult, depth_mult)
+
+    def c3(x: str, c2: int, n: int, shortcut: bool, name: str) -> str:
+        c = c2 // 2
+        y = _yolo_conv(net, x, c, 1, f"{name}.cv1")
+        for k in range(n):
+            y = _yolo_bottleneck(net, y, c, (1, 3), shortcut, f"{name}.m.{k}")
+        z = _yolo_conv(net, x, c, 1, f"{name}.cv2")
+        return _yolo_conv(net, net.concat([y, z], f"{name}.concat"), c2, 1, f"{name}.cv3")
+
+    x = net.input("images", 3, height, width)
+    x = _yolo_conv(net, x, ch(64), 6, "model.0", stride=2, pad=2)
+    x = _yolo_conv(net, x, ch(128), 3, "model.1", stride=2)
+    x = c3(x, ch(128), depth(3), True, "model.2")
+    x = _yolo_conv(net, x, ch(256), 3, "model.3", stride=2)
+    p3 = c3(x, ch(256), depth(6), True, "model.4")
+    x = _yolo_conv(net, p3, ch(512), 3, "model.5", stride=2)
+    p4 = c3(x, ch(512), depth(9), True, "model.6")
+    x = _yolo_conv(net, p4, ch(1024), 3, "model.7", stride=2)
+    x = c3(x, ch(1024), depth(3), True, "model.8")
+    x = _sppf(net, x, ch(1024), "model.9")
+    h5 = _yolo_conv(net, x, ch(512), 1, "model.10")
+    x = net.concat([net.upsample(h5, "model.11"), p4], "model.12")
+    x = c3(x, ch(512), depth(3), False, "model.13")
+    h4 = _yolo_conv(net, x, ch(256), 1, "model.14")
+    x = net.concat([net.upsample(h4, "model.15"), p3], "model.16")
+    out3 = c3(x, ch(256), depth(3), False, "model.17")
+    x = net.concat([_yolo_conv(net, out3, ch(256), 3, "model.18", stride=2), h4], "model.19")
+    out4 = c3(x, ch(512), depth(3), False, "model.20")
+    x = net.concat([_yolo_conv(net, out4, ch(512), 3, "model.21", stride=2), h5], "model.22")
+    out5 = c3(x, ch(1024), depth(3), False, "model.23")
+    for k, (level, stride) in enumerate(zip([out3, out4, out5], (8, 16, 32), strict=True)):
+        # Per anchor: box (4), objectness, class logits. Ultralytics' bias priors: about 8
+        # objects per 640x640 image at each level, class probability 0.6 / classes.
+        anchor = [0.0] * 4 + [math.log(8 / (640 / stride) ** 2)] \
+            + [math.log(0.6 / (_YOLO_CLASSES - 0.99999))] * _YOLO_CLASSES
+        net.output(net.conv(level, _YOLO_ANCHORS * len(anchor), 1, f"det_p{k + 3}",
+                            gain=1.0, bias=anchor * _YOLO_ANCHORS))
+
+
+@_network("yolov5s", "YOLOv5s detector (Ultralytics v6.x, width 0.50, depth 0.33: "
+          "Conv-BN-SiLU, 6x6 stem, C3, SPPF, nearest Resize, Concat, PAN; 3 raw Detect "
+          "outputs of 3 anchors x 85 channels at strides 8/16/32, no decoding/NMS)",
+          (640, 640), stride=32, exact=True)
+def _yolov5s(net: _Net, height: int, width: int) -> None:
+    _yolov5(net, height, width, 0.50, 0.33)
+
+
+def _yolov8(net: _Net, height: int, width: int, width_mult: float, depth_mult: float) -> None:
+    ch, depth = _yolo_scaling(width_mult, depth_mult)
+
     def conv(x: str, c: int, k: int, name: str, stride: int = 1) -> str:
-        return net.cba(x, c, k, name, stride=stride, act="silu")
+        return _yolo_conv(net, x, c, k, name, stride=stride)
 
     def c2f(x: str, c2: int, n: int, shortcut: bool, name: str) -> str:
         c = c2 // 2
         ys = net.split(conv(x, 2 * c, 1, f"{name}.cv1"), 2, f"{name}.split")
         for k in range(n):
-            y = conv(ys[-1], c, 3, f"{name}.m{k}.cv1")
-            y = conv(y, c, 3, f"{name}.m{k}.cv2")
-            ys.append(net.add(ys[-1], y, f"{name}.m{k}.add") if shortcut else y)
+            ys.append(_yolo_bottleneck(net, ys[-1], c, (3, 3), shortcut, f"{name}.m{k}"))
         return conv(net.concat(ys, f"{name}.concat"), c2, 1, f"{name}.cv2")
-
-    def sppf(x: str, c2: int, name: str) -> str:
-        y = [conv(x, net.shapes[x][1] // 2, 1, f"{name}.cv1")]
-        for k in range(3):
-            y.append(net.maxpool(y[-1], 5, 1, 2, f"{name}.pool{k}"))
-        return conv(net.concat(y, f"{name}.concat"), c2, 1, f"{name}.cv2")
 
     x = net.input("images", 3, height, width)
     x = conv(x, ch(64), 3, "model.0", stride=2)
@@ -820,7 +1116,7 @@ def _yolov8(net: _Net, height: int, width: int, width_mult: float, depth_mult: f
     p4 = c2f(x, ch(512), depth(6), True, "model.6")
     x = conv(p4, ch(1024), 3, "model.7", stride=2)
     x = c2f(x, ch(1024), depth(3), True, "model.8")
-    p5 = sppf(x, ch(1024), "model.9")
+    p5 = _sppf(net, x, ch(1024), "model.9")
     x = net.concat([net.upsample(p5, "model.10"), p4], "model.11")
     h4 = c2f(x, ch(512), depth(3), False, "model.12")
     x = net.concat([net.upsample(h4, "model.13"), p3], "model.14")
@@ -880,6 +1176,34 @@ def _unet(net: _Net, height: int, width: int) -> None:
         up = net.deconv(x, c, 2, f"up{level + 1}.deconv", gain=1.0, bias=0.0)
         x = double(net.concat([skips.pop(), up], f"up{level + 1}.concat"), c, f"up{level + 1}")
     net.output(net.conv(x, _UNET_CLASSES, 1, "logits", gain=1.0, bias=0.0))
+
+
+# --- DeepLabV3 ---------------------------------------------------------------------------
+
+_DEEPLAB_CLASSES = 21  # PASCAL VOC: 20 classes and background
+_ASPP_RATES = (6, 12, 18)  # the atrous rates at output stride 16
+_ASPP_CHANNELS = 256
+
+
+@_network("deeplabv3", "DeepLabV3 segmenter (Chen et al. 2017, ResNet-50 backbone at output "
+          "stride 16: last stage dilated by 2; ASPP of a 1x1, three 3x3 convs dilated 6/12/18 "
+          "and image pooling (global average pool, 1x1, BN, ReLU, bilinear Resize back), "
+          "Concat, 1x1 projection, 1x1 classifier to 21 classes, bilinear Resize to the "
+          "input)", (512, 512), stride=16)
+def _deeplabv3(net: _Net, height: int, width: int) -> None:
+    x = net.input("input", 3, height, width)
+    x = _resnet_backbone(net, x, (3, 4, 6, 3), bottleneck=True, dilate_last=True)
+    _, _, h, w = net.shapes[x]
+    branches = [net.cba(x, _ASPP_CHANNELS, 1, "aspp.0")]
+    for k, rate in enumerate(_ASPP_RATES):
+        branches.append(net.cba(x, _ASPP_CHANNELS, 3, f"aspp.{k + 1}", dilation=rate))
+    # Image pooling: the global context the widest rates miss (at 32x32 features most of a
+    # rate-18 kernel falls in the padding).
+    pooled = net.cba(net.global_pool(x, "aspp.pool"), _ASPP_CHANNELS, 1, "aspp.4")
+    branches.append(net.resize_linear(pooled, h, w, "aspp.4.resize"))
+    x = net.cba(net.concat(branches, "aspp.concat"), _ASPP_CHANNELS, 1, "aspp.project")
+    x = net.conv(x, _DEEPLAB_CLASSES, 1, "classifier", gain=1.0, bias=0.0)
+    net.output(net.resize_linear(x, height, width, "logits"))
 
 
 # --- CenterPoint -------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from emu.nn import execute, quantize, zoo
+from tests.nn.nets import ZOO_PENDING, zoo_case
 from tests.nn.test_execute import quantised, samples_for
 
 ort = pytest.importorskip(
@@ -24,18 +25,19 @@ ort = pytest.importorskip(
 
 BUILT_SIZES = {"resnet18": (32, 32), "resnet50": (64, 64), "mobilenetv1": (32, 32),
                "mobilenetv2": (32, 32), "efficientnet_lite0": (32, 32), "yolov8n": (64, 64),
-               "yolov8s": (64, 64), "unet": (16, 16), "centerpoint_pillars": (32, 32)}
+               "yolov8s": (64, 64), "unet": (16, 16), "centerpoint_pillars": (32, 32),
+               "yolov5s": (64, 64)}
 # Test-data topologies cheap enough for the default run; the rest take 5-15 s each (weight
 # drawing for the large FC layers, DenseNet's 600 nodes) and run with -m slow.
 QUICK_TOPOLOGIES = {"onnx_squeezenet", "onnx_shufflenet", "onnx_inception_v1"}
-CASES = [name if name in BUILT_SIZES or name in QUICK_TOPOLOGIES
-         else pytest.param(name, marks=pytest.mark.slow) for name in zoo.names()]
+CASES = [zoo_case(name, name in BUILT_SIZES or name in QUICK_TOPOLOGIES)
+         for name in zoo.names()]
 TEST_SAMPLES = 3
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_quantised_outputs_match_onnxruntime(name):
-    onnx_model = zoo.build(name, input_size=BUILT_SIZES.get(name))
+    onnx_model = zoo.build(name, input_size=BUILT_SIZES.get(name, ZOO_PENDING.get(name)))
     model = quantised(onnx_model)
     session = ort.InferenceSession(onnx_model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])

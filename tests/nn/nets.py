@@ -7,8 +7,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from emu.errors import InputError
-
 
 def _conv(nodes, inits, rng, x, cin, cout, name, act=True):
     w = rng.standard_normal((cout, cin, 3, 3)).astype(np.float32) * np.float32(
@@ -69,20 +67,12 @@ def wide_fc(inputs: int = 9000, outputs: int = 16, seed: int = 0) -> onnx.ModelP
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-# Zoo networks with ops the BPU compiler does not lower yet (a HardSigmoid of PyTorch's
-# alpha 1/6, Mul of two feature maps, linear Resize), and the small side they are tested
-# at: the compiler refuses them with an InputError for now.
-ZOO_PENDING = {"mobilenetv3_large": (32, 32), "se_resnet50": (32, 32), "deeplabv3": (32, 32)}
+# The newer zoo networks at a size that keeps the slow runs short.
+ZOO_SMALL = {"mobilenetv3_large": (32, 32), "se_resnet50": (32, 32), "deeplabv3": (32, 32)}
 
 
 def zoo_case(name: str, default_run: bool) -> object:
-    """Zoo network `name` as a test parameter: in the default run, or with -m slow; a
-    pending one is expected to fail with an InputError, not strictly, so the test passes
-    unmarked once the compiler lowers its ops."""
+    """Zoo network `name` as a test parameter: in the default run, or with -m slow."""
     if default_run:
         return name
-    marks = [pytest.mark.slow]
-    if name in ZOO_PENDING:
-        marks.append(pytest.mark.xfail(raises=InputError, strict=False,
-                                       reason="ops the BPU compiler does not lower yet"))
-    return pytest.param(name, marks=marks)
+    return pytest.param(name, marks=pytest.mark.slow)

@@ -11,7 +11,7 @@ from emu.errors import InputError
 from emu.nn import compiler, zoo
 from emu.nn.compiler import CompileOptions
 from emu.soc.config import load_config
-from tests.nn.nets import ZOO_PENDING, segmented, zoo_case
+from tests.nn.nets import ZOO_SMALL, segmented, zoo_case
 
 SOC = load_config("j5", None, []).soc
 
@@ -51,7 +51,7 @@ EVERY = [zoo_case(name, name in SMALL or name in QUICK) for name in zoo.names()]
 
 @pytest.mark.parametrize("name", EVERY)
 def test_every_zoo_model_compiles_saves_loads_and_runs(name, tmp_path):
-    model = _compile(zoo.build(name, SMALL.get(name, ZOO_PENDING.get(name))), name)
+    model = _compile(zoo.build(name, SMALL.get(name, ZOO_SMALL.get(name))), name)
     assert not model.flagged, model.accuracy
     path = tmp_path / f"{name}.hbm"
     path.write_bytes(compiler.dumps([model]))

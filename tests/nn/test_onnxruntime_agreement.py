@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from emu.nn import execute, quantize, zoo
-from tests.nn.nets import ZOO_PENDING, zoo_case
+from tests.nn.nets import ZOO_SMALL, zoo_case
 from tests.nn.test_execute import quantised, samples_for
 
 ort = pytest.importorskip(
@@ -37,7 +37,7 @@ TEST_SAMPLES = 3
 
 @pytest.mark.parametrize("name", CASES)
 def test_quantised_outputs_match_onnxruntime(name):
-    onnx_model = zoo.build(name, input_size=BUILT_SIZES.get(name, ZOO_PENDING.get(name)))
+    onnx_model = zoo.build(name, input_size=BUILT_SIZES.get(name, ZOO_SMALL.get(name)))
     model = quantised(onnx_model)
     session = ort.InferenceSession(onnx_model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])

@@ -141,7 +141,7 @@ def to_codes(x: np.ndarray, scale: float, dtype: str) -> np.ndarray:
     """Quantise: clamp(round_half_away(float64(x) / scale)) as int8 or int16 codes."""
     info = np.iinfo(CODE_TYPES[dtype])
     codes = round_half_away(np.asarray(x, np.float64) / scale)
-    return np.clip(codes, info.min, info.max).astype(CODE_TYPES[dtype])
+    return np.asarray(np.clip(codes, info.min, info.max), CODE_TYPES[dtype])
 
 
 def from_codes(codes: np.ndarray, scale: float) -> np.ndarray:

@@ -14,10 +14,10 @@ tensor after inference. Anything else raises a one-line `InputError`.
 none renames a graph output:
 
 1. `fold_constants`: nodes whose inputs are all constant (and Shape and Size of a static
-   shape) are evaluated: with NumPy for Constant, ConstantOfShape, Shape, Gather, Concat,
-   Reshape, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Identity, Transpose, with the
-   operator's ONNX definition (`execute.reference_node`) for any other, except the random
-   generators.
+   shape, CastLike of a constant) are evaluated: with NumPy for Constant,
+   ConstantOfShape, Shape, Gather, Concat, Reshape, Unsqueeze, Squeeze, Cast, Add, Sub,
+   Mul, Div, Identity, Transpose, with the operator's ONNX definition
+   (`execute.reference_node`) for any other, except the random generators.
 2. `remove_identities`: Dropout (inference; its mask, all true, becomes a constant) and
    Identity vanish; readers read the input. One
    whose output is a graph output and whose input is a graph input or another graph output
@@ -271,6 +271,10 @@ def fold_constants(graph: Graph) -> Graph:
             outs = [shape[node.attrs.get("start", 0):node.attrs.get("end")]]
         elif node.op == "Size":
             outs = [np.array(math.prod(tensors[node.inputs[0]].shape), dtype=np.int64)]
+        elif node.op == "CastLike" and tensors[node.inputs[0]].is_const:
+            # a constant cast to the type of the second input, which is known statically
+            value = np.asarray(tensors[node.inputs[0]].value)
+            outs = [value.astype(tensors[node.inputs[1]].dtype)]
         elif node.op not in _RANDOM and all(not n or tensors[n].is_const
                                             for n in node.inputs):
             ins = [tensors[n].value if n else None for n in node.inputs]

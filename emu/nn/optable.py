@@ -573,6 +573,9 @@ def _rows() -> list[OpRule]:
         "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")]
     rows += [OpRule(op, "fold", "", "constant folding only") for op in (
         "Constant", "ConstantOfShape", "Shape", "Size", "Dropout")]
+    rows.append(OpRule("CastLike", "cpu", "", "CPU, as Cast (emu: not in J5's list; folded "
+                       "when its first input is constant, as opset-18 function bodies write "
+                       "it)", extension=True))
     rows += [OpRule(op, "cpu", "", "CPU on J5") for op in (
         "Acos", "Acosh", "And", "Asin", "Asinh", "Atanh", "Cast", "Cosh", "CumSum",
         "DequantizeLinear", "Erf", "EyeLike", "GRU", "GatherND", "GlobalLpPool",

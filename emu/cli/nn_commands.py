@@ -50,13 +50,17 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
     comp.add_argument("--batch", type=whole(1, 256), metavar="N",
                       help="batch to compile for (default: the model's own)")
     comp.add_argument("--mean", metavar="M[,M,M]",
-                      help="image input types: mean subtracted per channel (default 0)")
+                      help="image input types, and pictures calibrating a featuremap input: "
+                           "mean subtracted per channel (default 0)")
     comp.add_argument("--scale", metavar="S[,S,S]",
-                      help="image input types: scale applied after the mean (default 1)")
+                      help="image input types: scale applied after the mean (default 1); "
+                           "pictures calibrating a featuremap input: (default 1/255)")
     calib = comp.add_mutually_exclusive_group()
     calib.add_argument("--calib-dir", metavar="DIR",
                        help="calibration samples: the .npy (.npz for several inputs) files "
-                            "of DIR, in the compiled input's shape and dtype")
+                            "of DIR, in the compiled input's shape and dtype, or its "
+                            "pictures (PNG, PGM/PPM, JPEG with pip install 'emu[images]'), "
+                            "resized to the input")
     calib.add_argument("--calib-random", type=whole(*CALIB_SAMPLES), metavar="N",
                        help="calibration samples drawn at random (default 16): standard "
                             "normal feature maps or uniform uint8 images")
@@ -244,7 +248,7 @@ def read_input(model: Any, path: str) -> dict[str, Any]:
     import numpy as np
 
     from emu.nn.execute import check_feeds
-    from emu.nn.preprocess import read_pnm
+    from emu.nn.imagefiles import read_pnm
 
     file = Path(path)
     try:

@@ -18,7 +18,12 @@ The steps, each in its own module:
 
 Calibration samples: `--calib-dir DIR` reads every `.npy` file in it (one sample each, in
 the compiled input's shape and dtype; a multi-input model takes `.npz` files keyed by
-input name), in name order; `--calib-random N` (the default, N = 16) draws N samples with
+input name), in name order, or every picture in it (PNG, PGM/PPM, JPEG with Pillow; not
+both kinds): each resized to the input's H x W (bilinear, half-pixel centres), grey to RGB
+by repeating and RGB to grey by BT.601 luma; for an rgb, bgr or gray input type the uint8
+pixels, for a float feature map (pixel - mean) x scale per channel, planes first, with
+`--mean` (default 0) and `--scale` (default 1/255: pixels in [0, 1]); every frame of a
+batch is the same picture; `--calib-random N` (the default, N = 16) draws N samples with
 `--seed`: standard normal float32 feature maps, or uniformly random uint8 images.
 
 The compiled model is stored with `save` as one model of a file (`modelfile.py`); the
@@ -39,7 +44,7 @@ import onnx
 from emu.bpu import timing
 from emu.errors import InputError
 from emu.nn import estimate as estimate_module
-from emu.nn import execute, importer, layers, modelfile, placement, quantize
+from emu.nn import execute, imagefiles, importer, layers, modelfile, placement, quantize
 from emu.nn.graph import Graph, Node, Tensor, from_packed, to_packed
 from emu.nn.placement import Segment
 from emu.nn.preprocess import IMAGE_TYPES, INPUT_TYPES, ImageInput
@@ -289,7 +294,7 @@ def image_spec(options: CompileOptions, channels: int) -> ImageInput:
 def calibration_samples(graph: Graph, options: CompileOptions) -> list[dict[str, np.ndarray]]:
     """The calibration feeds (see the module docstring)."""
     if options.calib_dir is not None:
-        return _read_samples(graph, options.calib_dir)
+        return _read_samples(graph, options.calib_dir, options)
     rng = np.random.default_rng(options.seed)
     samples = []
     for _ in range(options.calib_random):
@@ -304,14 +309,23 @@ def calibration_samples(graph: Graph, options: CompileOptions) -> list[dict[str,
     return samples
 
 
-def _read_samples(graph: Graph, folder: Path) -> list[dict[str, np.ndarray]]:
+def _read_samples(graph: Graph, folder: Path,
+                  options: CompileOptions) -> list[dict[str, np.ndarray]]:
     if not folder.is_dir():
         raise InputError(f"--calib-dir {folder}: not a folder")
-    files = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))
-    if not files:
-        raise InputError(f"--calib-dir {folder}: no .npy or .npz files in it")
+    arrays = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))
+    pictures = sorted(p for p in folder.iterdir()
+                      if p.suffix.lower() in imagefiles.PICTURE_SUFFIXES)
+    if arrays and pictures:
+        raise InputError(f"--calib-dir {folder}: holds both arrays ({arrays[0].name}) and "
+                         f"pictures ({pictures[0].name}); give one kind")
+    if pictures:
+        return [_picture_sample(graph, path, options) for path in pictures]
+    if not arrays:
+        raise InputError(f"--calib-dir {folder}: no .npy, .npz or picture files in it "
+                         f"({', '.join(imagefiles.PICTURE_SUFFIXES)})")
     samples = []
-    for path in files:
+    for path in arrays:
         try:
             loaded = np.load(path, allow_pickle=False)
             if isinstance(loaded, np.ndarray):
@@ -329,6 +343,44 @@ def _read_samples(graph: Graph, folder: Path) -> list[dict[str, np.ndarray]]:
             feed = {graph.inputs[0]: feed[""]}
         samples.append(execute.check_feeds(graph, feed, str(path)))
     return samples
+
+
+PICTURE_SCALE = 1.0 / 255.0  # a float input's default from pictures: pixels in [0, 1]
+_GREY_WEIGHTS = (299, 587, 114)  # BT.601 luma, in thousandths
+
+
+def _picture_sample(graph: Graph, path: Path, options: CompileOptions) -> dict[str, np.ndarray]:
+    """A picture as the model's one input (see the module docstring): resized to the
+    input's H x W (`imagefiles.fit`), every frame of the batch the same picture."""
+    if len(graph.inputs) != 1:
+        raise InputError(f"{path}: a picture calibrates a model of one input; this one has "
+                         f"{len(graph.inputs)}")
+    name = graph.inputs[0]
+    shape = graph.tensors[name].shape
+    image_type = options.input_type in IMAGE_TYPES
+    if options.input_type in ("nv12", "yuv444"):
+        raise InputError(f"{path}: pictures calibrate featuremap, rgb, bgr and gray inputs; "
+                         f"give {options.input_type} samples as .npy files")
+    channels = shape[3] if image_type else (shape[1] if len(shape) == 4 else 0)
+    if len(shape) != 4 or channels not in (1, 3):
+        raise InputError(f"{path}: a picture needs an N x C x H x W input of 1 or 3 channels; "
+                         f"{name!r} is {shape}")
+    height, width = (shape[1], shape[2]) if image_type else (shape[2], shape[3])
+    pixels = imagefiles.fit(imagefiles.read_picture(path), height, width)
+    if channels == 1 and pixels.shape[2] == 3:
+        pixels = (pixels @ np.array(_GREY_WEIGHTS, np.float64) / 1000.0)[:, :, None]
+    elif channels == 3 and pixels.shape[2] == 1:
+        pixels = np.repeat(pixels, 3, axis=2)
+    if options.input_type == "bgr":
+        pixels = pixels[:, :, ::-1]
+    if image_type:
+        frame = np.clip(np.floor(pixels + 0.5), 0, 255).astype(np.uint8)
+        return {name: np.broadcast_to(frame, shape).copy()}
+    mean = np.array(options.mean if options.mean is not None else (0.0,), np.float64)
+    scale = np.array(options.scale if options.scale is not None else (PICTURE_SCALE,),
+                     np.float64)
+    planes = ((pixels - mean) * scale).transpose(2, 0, 1)
+    return {name: np.broadcast_to(planes.astype(graph.tensors[name].dtype), shape).copy()}
 
 
 def compile_model(source: onnx.ModelProto | str | Path, name: str, options: CompileOptions,

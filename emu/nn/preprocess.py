@@ -150,37 +150,3 @@ def random_images(spec: ImageInput, shape: Sequence[int], count: int,
                   rng: np.random.Generator) -> list[np.ndarray]:
     """`count` uniformly random uint8 inputs of the compiled input shape."""
     return [rng.integers(0, 256, size=tuple(shape), dtype=np.uint8) for _ in range(count)]
-
-
-def read_pnm(path: str, data: bytes) -> np.ndarray:
-    """A binary PGM (P5) or PPM (P6) image with 8-bit samples: uint8 (H, W, 1 or 3)."""
-    fields: list[bytes] = []
-    pos = 0
-    while len(fields) < 4:
-        while pos < len(data) and data[pos:pos + 1].isspace():
-            pos += 1
-        if data[pos:pos + 1] == b"#":
-            end = data.find(b"\n", pos)
-            pos = len(data) if end < 0 else end + 1
-            continue
-        start = pos
-        while pos < len(data) and not data[pos:pos + 1].isspace():
-            pos += 1
-        if start == pos:
-            break
-        fields.append(data[start:pos])
-    pos += 1  # the single whitespace byte before the samples
-    if len(fields) < 4 or fields[0] not in (b"P5", b"P6"):
-        raise InputError(f"{path}: not a binary PGM/PPM image (P5 or P6)")
-    try:
-        width, height, maxval = (int(f) for f in fields[1:])
-    except ValueError:
-        raise InputError(f"{path}: malformed PGM/PPM header") from None
-    if maxval != 255 or width <= 0 or height <= 0:
-        raise InputError(f"{path}: only 8-bit PGM/PPM images (maxval 255) are read")
-    channels = 3 if fields[0] == b"P6" else 1
-    size = width * height * channels
-    if len(data) - pos < size:
-        raise InputError(f"{path}: truncated image ({len(data) - pos} of {size} sample bytes)")
-    samples = np.frombuffer(data, dtype=np.uint8, count=size, offset=pos)
-    return samples.reshape(height, width, channels).copy()

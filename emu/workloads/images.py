@@ -23,90 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from emu.errors import InputError
-from emu.nn.preprocess import read_pnm
+from emu.nn.imagefiles import PNG_MAGIC, read_png, read_pnm
 
 STANDARD_PATH = Path(__file__).resolve().parent / "data" / "standard.png"
-_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def _chunks(data: bytes, where: str) -> list[tuple[bytes, bytes]]:
-    chunks = []
-    at = len(_PNG_MAGIC)
-    while at < len(data):
-        if at + 8 > len(data):
-            raise InputError(f"{where}: truncated PNG chunk header at byte {at}")
-        length, kind = struct.unpack(">I4s", data[at: at + 8])
-        body = data[at + 8: at + 8 + length]
-        if len(body) != length or at + 12 + length > len(data):
-            raise InputError(f"{where}: truncated PNG chunk {kind!r} at byte {at}")
-        (crc,) = struct.unpack(">I", data[at + 8 + length: at + 12 + length])
-        if zlib.crc32(kind + body) != crc:
-            raise InputError(f"{where}: PNG chunk {kind!r} at byte {at} fails its CRC")
-        chunks.append((kind, body))
-        at += 12 + length
-        if kind == b"IEND":
-            break
-    return chunks
-
-
-def _unfilter(raw: bytes, height: int, row: int, bpp: int, where: str) -> npt.NDArray[np.uint8]:
-    if len(raw) != height * (row + 1):
-        raise InputError(f"{where}: PNG image data holds {len(raw)} B, expected "
-                         f"{height * (row + 1)}")
-    lines = np.frombuffer(raw, np.uint8).reshape(height, row + 1)
-    out = np.zeros((height, row), np.int32)
-    prior = np.zeros(row, np.int32)
-    for y in range(height):
-        kind, line = lines[y, 0], lines[y, 1:].astype(np.int32)
-        if kind == 0:
-            cur = line
-        elif kind == 2:
-            cur = (line + prior) & 255
-        elif kind in (1, 3, 4):
-            cur = np.zeros(row, np.int32)
-            for x in range(row):  # left-dependent filters go pixel by pixel
-                left = cur[x - bpp] if x >= bpp else 0
-                up = prior[x]
-                if kind == 1:
-                    pred = left
-                elif kind == 3:
-                    pred = (left + up) // 2
-                else:
-                    corner = prior[x - bpp] if x >= bpp else 0
-                    p = left + up - corner
-                    pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
-                    pred = left if pa <= pb and pa <= pc else (up if pb <= pc else corner)
-                cur[x] = (line[x] + pred) & 255
-        else:
-            raise InputError(f"{where}: PNG row {y} has unknown filter type {kind}")
-        out[y] = cur
-        prior = cur
-    return out.astype(np.uint8)
-
-
-def read_png(data: bytes, where: str) -> npt.NDArray[np.uint8]:
-    """Pixels of a PNG file: (H, W) grey or (H, W, 3) RGB uint8."""
-    if not data.startswith(_PNG_MAGIC):
-        raise InputError(f"{where}: not a PNG file")
-    chunks = _chunks(data, where)
-    if not chunks or chunks[0][0] != b"IHDR" or len(chunks[0][1]) != 13:
-        raise InputError(f"{where}: PNG does not start with an IHDR chunk")
-    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    channels = {0: 1, 4: 2, 2: 3, 6: 4}.get(color)
-    if depth != 8 or channels is None or interlace != 0:
-        raise InputError(f"{where}: PNG of bit depth {depth}, colour type {color}, interlace "
-                         f"{interlace}; only 8-bit grey/RGB(A), not interlaced, is read")
-    if not 1 <= width <= 1 << 15 or not 1 <= height <= 1 << 15:
-        raise InputError(f"{where}: PNG of {width}x{height}; sides must be 1..32768")
-    try:
-        raw = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
-    except zlib.error as exc:
-        raise InputError(f"{where}: PNG image data does not decompress: {exc}") from None
-    pixels = _unfilter(raw, height, width * channels, channels, where)
-    pixels = pixels.reshape(height, width, channels)
-    if channels in (2, 4):
-        pixels = pixels[:, :, : channels - 1]
-    return np.ascontiguousarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
 
 
 def png_bytes(pixels: npt.NDArray[np.uint8]) -> bytes:
@@ -124,7 +43,7 @@ def png_bytes(pixels: npt.NDArray[np.uint8]) -> bytes:
         return (struct.pack(">I", len(body)) + kind + body
                 + struct.pack(">I", zlib.crc32(kind + body)))
 
-    return (_PNG_MAGIC + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, color, 0,
+    return (PNG_MAGIC + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, color, 0,
                                                     0, 0))
             + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from emu.errors import InputError
-from emu.nn.preprocess import ImageInput, parse_values, read_pnm
+from emu.nn.imagefiles import read_pnm
+from emu.nn.preprocess import ImageInput, parse_values
 from tests.nn import kernels_reference as ref
 
 COEF = {k: round(v * 65536) for k, v in

@@ -48,7 +48,9 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
                       help="keep the BPU's outputs quantised (no dequantize on the CPU): "
                            "int32 per channel after a final conv, else int8/int16 codes")
     comp.add_argument("--batch", type=whole(1, 256), metavar="N",
-                      help="batch to compile for (default: the model's own)")
+                      help="batch to compile for (default: the model's own): dimension 0 "
+                           "of inputs of rank 3 or more; refused for a model with an input "
+                           "of rank below 3, which is one frame")
     comp.add_argument("--mean", metavar="M[,M,M]",
                       help="image input types, and pictures calibrating a featuremap input: "
                            "mean subtracted per channel (default 0)")
@@ -244,10 +246,9 @@ def _safe(name: str) -> str:
 
 
 def read_input(model: Any, path: str) -> dict[str, Any]:
-    """The feeds of `model` from a .npy / .npz / PPM / PGM file (batch 1 images get N=1)."""
-    import numpy as np
-
-    from emu.nn.execute import check_feeds
+    """The feeds of `model` from an --input file: a .npy / .npz of any shape the model's
+    inputs have, or for an rgb, bgr or gray model a PPM / PGM image (given N = 1)."""
+    from emu.nn.execute import check_feeds, read_feeds
     from emu.nn.imagefiles import read_pnm
 
     file = Path(path)
@@ -257,29 +258,14 @@ def read_input(model: Any, path: str) -> dict[str, Any]:
         raise InputError(f"--input {path}: is a folder") from None
     except OSError as exc:
         raise InputError(f"--input {path}: cannot read: {exc.strerror}") from None
-    names = [t.name for t in model.inputs]
-    if data[:2] in (b"P5", b"P6"):
-        image = read_pnm(path, data)
-        input_type = model.options.get("input_type")
-        if input_type not in ("rgb", "bgr", "gray"):
-            raise InputError(f"--input {path}: an image file feeds rgb, bgr or gray models; "
-                             f"this one takes {input_type}")
-        feeds = {names[0]: image[None]}
-    else:
-        import io
-        try:
-            loaded = np.load(io.BytesIO(data), allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--input {path}: not a .npy/.npz file or PPM/PGM image "
-                             f"({exc})") from None
-        if isinstance(loaded, np.ndarray):
-            if len(names) != 1:
-                raise InputError(f"--input {path}: the model has {len(names)} inputs; give "
-                                 ".npz keyed by input name")
-            feeds = {names[0]: loaded}
-        else:
-            feeds = {k: loaded[k] for k in loaded.files}
-    return check_feeds(model.graph, feeds, f"--input {path}")
+    where = f"--input {path}"
+    if data[:2] not in (b"P5", b"P6"):
+        return read_feeds(model.graph, data, where, "a .npy/.npz file or PPM/PGM image")
+    input_type = model.options.get("input_type")
+    if input_type not in ("rgb", "bgr", "gray"):
+        raise InputError(f"{where}: an image file feeds rgb, bgr or gray models; this one "
+                         f"takes {input_type}")
+    return check_feeds(model.graph, {model.graph.inputs[0]: read_pnm(path, data)[None]}, where)
 
 
 def run_infer(args: argparse.Namespace, resolve: Callable[[], Any],

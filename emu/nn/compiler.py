@@ -3,7 +3,7 @@
 The steps, each in its own module:
 
 1. `rebatch` (here): the ONNX model with its batch dimension set to `--batch`, shapes
-   inferred again;
+   inferred again (the batch rule is below);
 2. `importer.load` and `importer.compile_graph`: the IR and the fusing passes;
 3. `add_preprocess` (here): for an image input type, a BPU "Preprocess" node in front of
    the network (`preprocess.py`); the compiled input is then the uint8 image;
@@ -29,6 +29,14 @@ batch is the same picture; `--calib-random N` (the default, N = 16) draws N samp
 The compiled model is stored with `save` as one model of a file (`modelfile.py`); the
 hardware it was compiled for is not stored, only its function-call cut: estimates and
 simulation recompute every time on the hardware of the session.
+
+The batch (`CompiledModel.batch`, frames per run: the static estimate's FPS is batch over
+latency) is dimension 0 of the first input when that input has a batch dimension, that is
+rank 3 or more (N x ...: N x C x H x W images and feature maps, N x rows x width NV12,
+N x C x D x H x W volumes); an input of rank 0, 1 or 2 is one frame (a vector, or a 2-D
+input of rows such as 196 x 256 tokens or 4 x 64 features), so the batch is 1. `--batch N`
+sets dimension 0 of every input and is refused for a model with an input of rank below 3:
+it has no batch dimension to set.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from emu.soc.config import SocConfig
 ACCURACY_FLOOR = 0.99
 DEFAULT_CALIBRATION_SAMPLES = 16
 MAX_BATCH = 256
+BATCH_MIN_RANK = 3  # inputs of lower rank have no batch dimension (module docstring)
 MAX_TIME_PER_FC_US = 10**7
 INT16_RULES = ("auto", "never", "always")
 Progress = Callable[[str], None]
@@ -141,8 +150,8 @@ class CompiledModel:
 
     @property
     def batch(self) -> int:
-        """Frames per run: the batch dimension of the first input."""
-        return self.inputs[0].shape[0] if self.inputs and self.inputs[0].shape else 1
+        """Frames per run: the first input's batch dimension (see the module docstring)."""
+        return batch_of(self.inputs[0].shape) if self.inputs else 1
 
     def subgraphs(self) -> dict[int, list[timing.LayerGroup]]:
         """BPU segment index -> its layer groups (recomputed: they are not stored)."""
@@ -223,7 +232,7 @@ class CompiledModel:
             return cls(packed.name, graph, segments, quant, calls, dict(meta["options"]),
                        {str(k): float(v) for k, v in meta["accuracy"].items()},
                        [str(n) for n in meta.get("notes", [])])
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise modelfile.ModelFileError(f"{where}: model {packed.name}: malformed "
                                            f"description ({exc!r})") from None
 
@@ -233,10 +242,16 @@ def _segment_meta(segment: Segment) -> dict[str, Any]:
             "outputs": list(segment.outputs), "reasons": list(segment.reasons)}
 
 
+def batch_of(shape: Sequence[int]) -> int:
+    """Frames in a tensor of `shape` (the batch rule of the module docstring)."""
+    return int(shape[0]) if len(shape) >= BATCH_MIN_RANK else 1
+
+
 # --- the steps ---------------------------------------------------------------------------------
 
 def rebatch(model: onnx.ModelProto, batch: int, where: str) -> onnx.ModelProto:
-    """A copy of `model` whose inputs have batch `batch` (dimension 0), shapes to infer."""
+    """A copy of `model` whose inputs have batch `batch` (dimension 0), shapes to infer;
+    refused for an input of rank below `BATCH_MIN_RANK` (it has no batch dimension)."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     initializers = {t.name for t in copy.graph.initializer}
@@ -244,8 +259,13 @@ def rebatch(model: onnx.ModelProto, batch: int, where: str) -> onnx.ModelProto:
         if value.name in initializers:
             continue
         dims = value.type.tensor_type.shape.dim
-        if not dims:
-            raise InputError(f"{where}: input {value.name!r} has no batch dimension")
+        if len(dims) < BATCH_MIN_RANK:
+            shape = (f"shape {[d.dim_value or d.dim_param or '?' for d in dims]} "
+                     f"(rank {len(dims)})" if value.type.tensor_type.HasField("shape")
+                     else "no shape")
+            raise InputError(f"{where}: --batch {batch}: input {value.name!r} has {shape}; "
+                             f"only inputs of rank {BATCH_MIN_RANK} or more have a batch "
+                             "dimension")
         dims[0].Clear()
         dims[0].dim_value = batch
     del copy.graph.value_info[:]
@@ -327,21 +347,10 @@ def _read_samples(graph: Graph, folder: Path,
     samples = []
     for path in arrays:
         try:
-            loaded = np.load(path, allow_pickle=False)
-            if isinstance(loaded, np.ndarray):
-                feed = {"": loaded}
-            else:
-                with loaded:  # an .npz reads each array when asked: inside the try
-                    feed = {k: loaded[k] for k in loaded.files}
-        except (OSError, ValueError, TypeError) as exc:
-            raise InputError(f"{path}: not a NumPy array file "
-                             f"({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
-        if "" in feed:
-            if len(graph.inputs) != 1:
-                raise InputError(f"{path}: the model has {len(graph.inputs)} inputs; give "
-                                 ".npz files keyed by input name")
-            feed = {graph.inputs[0]: feed[""]}
-        samples.append(execute.check_feeds(graph, feed, str(path)))
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        samples.append(execute.read_feeds(graph, data, str(path)))
     return samples
 
 

@@ -50,7 +50,9 @@ Kernel objects are built once per model (`prepare`: by `quantize.quantize`, or o
 
 from __future__ import annotations
 
+import io
 import math
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -132,6 +134,26 @@ def check_feeds(graph: Graph, feeds: dict[str, np.ndarray],
         if value.shape != tensor.shape:
             raise refuse(f"input {name!r} has shape {value.shape}; {wanted}")
     return dict(feeds)
+
+
+def read_feeds(graph: Graph, data: bytes, where: str,
+               kinds: str = "a .npy or .npz file") -> dict[str, np.ndarray]:
+    """The feeds in a file's bytes, checked (`check_feeds`): a .npy array feeds a model of
+    one input, a .npz holds one array per input name. Anything NumPy cannot read from it
+    without pickle (not `kinds`, truncated, object arrays) is a one-line InputError."""
+    try:
+        loaded = np.load(io.BytesIO(data), allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            feeds = {graph.inputs[0]: loaded} if len(graph.inputs) == 1 else None
+        else:
+            with loaded:  # members are read when asked for: here, inside the try
+                feeds = {k: loaded[k] for k in loaded.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{where}: not {kinds} ({exc})") from None
+    if feeds is None:
+        raise InputError(f"{where}: the model has {len(graph.inputs)} inputs; give a .npz "
+                         "file keyed by input name")
+    return check_feeds(graph, feeds, where)
 
 
 round_half_away = kernels.round_half_away_float64

@@ -331,17 +331,18 @@ class SegmentRun:
         for tensor in segment.inputs:
             scale = quant.tensors[tensor].scale
             shape = self.model.graph.tensors[tensor].shape
+            dims, _ = _dsp_dims(shape)
             ex = self.ex
             if segment.kind == "quantize":
                 x = ex.as_float(tensor) if ex is not None else np.zeros(shape, np.float32)
-                blob = pack(np.ascontiguousarray(x, np.float32).reshape(_dims4(shape)),
-                            TYPE_S8, mode=MODE_SCALE, scales=[scale], zero_points=[0])
+                blob = pack(np.ascontiguousarray(x, np.float32).reshape(dims), TYPE_S8,
+                            mode=MODE_SCALE, scales=[scale], zero_points=[0])
                 out = self._rpc(dsp_nn.CMD_QUANTIZE, blob, math.prod(shape), tensor, "quantize")
                 if ex is not None:
                     ex.codes[tensor] = out.view(np.int8).reshape(shape).copy()
             else:
                 q = ex.as_codes(tensor) if ex is not None else np.zeros(shape, np.int8)
-                blob = pack(np.ascontiguousarray(q, np.int8).reshape(_dims4(shape)), TYPE_F32,
+                blob = pack(np.ascontiguousarray(q, np.int8).reshape(dims), TYPE_F32,
                             mode=MODE_SCALE, scales=[scale], zero_points=[0])
                 out = self._rpc(dsp_nn.CMD_DEQUANTIZE, blob, 4 * math.prod(shape), tensor,
                                 "dequantize")
@@ -352,10 +353,9 @@ class SegmentRun:
         ex = self.ex
         shape = self.model.graph.tensors[node.inputs[0]].shape
         x = ex.node_inputs(node)[0] if ex is not None else np.zeros(shape, np.float32)
-        axis = node.attrs.get("axis", -1) % len(shape)
-        dims = _dims4(shape)
+        dims, axis = _dsp_dims(shape, node.attrs.get("axis", -1))
         blob = pack(np.ascontiguousarray(x, np.float32).reshape(dims), TYPE_F32,
-                    mode=MODE_NONE, axis=axis + len(dims) - len(shape))
+                    mode=MODE_NONE, axis=axis)
         out = self._rpc(dsp_nn.CMD_SOFTMAX, blob, 4 * math.prod(shape), node.name, "dsp")
         if ex is not None:
             ex.set_float(node.outputs[0], out.view(np.float32).reshape(shape).copy())
@@ -391,11 +391,17 @@ class SegmentRun:
             pool.free(out)
 
 
-def _dims4(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A shape of 1 to 4 dimensions, as the DSP operators take (leading ones folded)."""
+def _dsp_dims(shape: tuple[int, ...], axis: int = 0) -> tuple[tuple[int, ...], int]:
+    """`shape` and an `axis` of it as the DSP operators take them (1 to 4 dimensions): a
+    scalar as one element; above 4 dimensions, those before the axis folded into one and
+    those after it into another, so that an operator along the axis (Softmax) still runs
+    along it."""
+    if not shape:
+        return (1,), 0
+    axis %= len(shape)
     if len(shape) <= 4:
-        return shape
-    return (math.prod(shape[:-3]), *shape[-3:])
+        return shape, axis
+    return (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])), 1
 
 
 def run_bpu(sess: session.Session, task: hbDNNTask, model: CompiledModel,

@@ -18,6 +18,13 @@ hbDSP RPCs; plugin layers' `forward` on a worker). Each segment's values are com
 it ends; when the last one ends the outputs are in the output buffers and the task
 completes. Its buffers are pinned in the pool until then.
 
+A model's tensors may have any rank, 0 (a scalar) to `HB_DNN_TENSOR_MAX_DIMENSIONS`:
+`_properties` describes each at its rank (layout NCHW for a 4-D feature map, NHWC for an
+image, NONE otherwise) and hbDNNInfer takes exactly that shape. No call raises: an
+argument of the wrong type, value, shape or rank is an error code, and anything that goes
+wrong inside a running task fails the task (`_task_process`: hbDNNWaitTaskDone returns
+HB_DNN_RUN_TASK_FAILED).
+
 Also here: `hbDNNRoiInfer` and `hbDNNResize` (the BPU's resizer, `emu/nn/resizer.py`),
 plugin layers (`hbDNNRegisterLayerCreator`), NV12 rows aligned to 16 bytes (padded by the
 runtime when a tensor's `alignedShape` is its `validShape`), NV12_SEPARATE, quantised
@@ -198,7 +205,8 @@ def _platform_refuses() -> int | None:
 # --- structs ---------------------------------------------------------------------------------
 
 class hbDNNTensorShape:  # the board's struct names
-    """A shape: `numDimensions` sizes in `dimensionSize` (8 slots)."""
+    """A shape: `numDimensions` sizes in `dimensionSize` (8 slots); 0 dimensions is a
+    scalar's shape."""
 
     def __init__(self, dims: Sequence[int] = ()) -> None:
         self.dimensionSize = [int(d) for d in dims] + [0] * (HB_DNN_TENSOR_MAX_DIMENSIONS
@@ -206,8 +214,9 @@ class hbDNNTensorShape:  # the board's struct names
         self.numDimensions = len(dims)
 
     def dims(self) -> tuple[int, ...] | None:
-        """The sizes, or None when the struct does not hold a valid shape."""
-        n = status.as_int(self.numDimensions, 1, HB_DNN_TENSOR_MAX_DIMENSIONS)
+        """The sizes (() for a scalar), or None when the struct does not hold a valid
+        shape."""
+        n = status.as_int(self.numDimensions, 0, HB_DNN_TENSOR_MAX_DIMENSIONS)
         if n is None or not isinstance(self.dimensionSize, list | tuple) \
                 or len(self.dimensionSize) < n:
             return None
@@ -457,11 +466,15 @@ def hbDNNInitializeFromDDR(modelData: Any, modelDataLengths: Any, modelDataCount
         models: list[CompiledModel] = []
         for k, (data, length) in enumerate(zip(modelData, modelDataLengths, strict=True)):
             size = status.as_int(length, 1)
-            if not isinstance(data, bytes | bytearray | memoryview | np.ndarray) \
-                    or size is None or size > len(bytes(data)):
+            try:  # a released memoryview has no bytes
+                raw = bytes(data) if isinstance(
+                    data, bytes | bytearray | memoryview | np.ndarray) else None
+            except ValueError:
+                raw = None
+            if raw is None or size is None or size > len(raw):
                 return HB_DNN_INVALID_ARGUMENT, None
             try:
-                models += compiler.load_bytes(bytes(data)[:size], f"model data {k}")
+                models += compiler.load_bytes(raw[:size], f"model data {k}")
             except InputError:
                 return HB_DNN_INVALID_MODEL, None
         return _packed(sess, models)
@@ -653,7 +666,7 @@ def _tensor_buffers(tensors: Any, names: Sequence[str], model: CompiledModel,
         aligned = props.alignedShape.dims() if isinstance(props.alignedShape,
                                                           hbDNNTensorShape) else None
         separate = kind == HB_DNN_IMG_TYPE_NV12_SEPARATE
-        if valid != wanted.validShape.dims() or (
+        if valid is None or valid != wanted.validShape.dims() or (
                 kind != wanted.tensorType
                 and not (separate and wanted.tensorType == HB_DNN_IMG_TYPE_NV12)):
             return HB_DNN_INVALID_ARGUMENT
@@ -749,7 +762,7 @@ def _submit(sess: session.Session, call: Any, joined: hbDNNTask | None, ctrl: _C
             handle.pinned.append(buf)
     if not ctrl.more:
         handle.open = False
-        sess.soc.env.process(_run(sess, handle, call))
+        sess.soc.env.process(_task_process(sess, handle, _run(sess, handle, call)))
     return HB_DNN_SUCCESS, handle
 
 
@@ -790,7 +803,10 @@ def hbDNNRoiInfer(output: Any, input: Any, rois: Any, roiCount: Any, dnnHandle: 
     the row stride, its `alignedShape`). data_batch = roiCount ROIs run model_batch at a
     time (the model's compiled batch), so each output's first dimension is
     ceil(data_batch / model_batch) x model_batch: the last group's missing slots are
-    computed from zeros and hold no valid data, as on the board. Returns (rc, task)."""
+    computed from zeros and hold no valid data, as on the board. (The groups' outputs
+    follow one another along the first dimension, so an output whose first dimension is
+    not the batch has ceil(data_batch / model_batch) times it; a scalar output has one
+    value per group.) Returns (rc, task)."""
     sess, thread = session.caller()
     with thread.call("hbDNNRoiInfer") as call:
         request = _request(sess, dnnHandle, inferCtrlParam, taskHandle)
@@ -818,7 +834,7 @@ def hbDNNRoiInfer(output: Any, input: Any, rois: Any, roiCount: Any, dnnHandle: 
             slots.append((image, roi))
         batch = model.batch
         groups = -(-count // batch)
-        outs = _roi_outputs(output, model, groups * batch, sess)
+        outs = _roi_outputs(output, model, groups, sess)
         if isinstance(outs, int):
             return outs, None
         slots += [None] * (groups * batch - count)
@@ -838,15 +854,18 @@ def _input_size(model: CompiledModel) -> tuple[int, int]:
     return shape[2], shape[1]
 
 
-def _roi_outputs(output: Any, model: CompiledModel, rows: int, sess: session.Session
+def _roi_outputs(output: Any, model: CompiledModel, groups: int, sess: session.Session
                  ) -> list[PoolBuffer] | int:
-    """The output buffers of hbDNNRoiInfer: float32, the model's shapes with `rows` first."""
+    """The output buffers of hbDNNRoiInfer: float32, each holding the `groups` batch
+    groups' outputs one after another along its first dimension (an output with none, a
+    scalar, holds one value per group)."""
     names = model.graph.outputs
     if not isinstance(output, list | tuple) or len(output) != len(names):
         return HB_DNN_INVALID_ARGUMENT
     buffers = []
     for tensor, name in zip(output, names, strict=True):
-        shape = (rows, *model.graph.tensors[name].shape[1:])
+        one = model.graph.tensors[name].shape
+        shape = (groups * one[0], *one[1:]) if one else (groups,)
         if not isinstance(tensor, hbDNNTensor) or not isinstance(
                 tensor.properties, hbDNNTensorProperties) or not isinstance(
                 tensor.properties.validShape, hbDNNTensorShape) \
@@ -992,7 +1011,8 @@ def hbDNNResize(output: Any, input: Any, roi: Any, resizeCtrlParam: Any
         for buf in {src.buffer.phys_addr: src.buffer, dst.buffer.phys_addr: dst.buffer}.values():
             sess.soc.pool.pin(buf)
             handle.pinned.append(buf)
-        sess.soc.env.process(_run_resize(sess, handle, call, src, box, dst))
+        sess.soc.env.process(_task_process(sess, handle,
+                                           _run_resize(sess, handle, call, src, box, dst)))
         return HB_DNN_SUCCESS, handle
 
 
@@ -1013,7 +1033,6 @@ def _run_resize(sess: session.Session, handle: hbDNNTask, call: Any, src: _Image
                                 "busy_ps": job.busy_ps, "pending_ps": job.pending_ps})
     if not handle.cancelled:
         _write_image(dst, _resized(src, box, dst.w, dst.h))
-    _finish(sess, handle)
 
 
 def _resized(src: _Image, box: resizer.Roi, w: int, h: int) -> np.ndarray:
@@ -1028,7 +1047,17 @@ def _write_image(dst: _Image, pixels: np.ndarray) -> None:
     view[:, :rows.shape[1]] = rows
 
 
-def _finish(sess: session.Session, handle: hbDNNTask) -> None:
+def _task_process(sess: session.Session, handle: hbDNNTask,
+                  steps: Generator[simpy.Event, Any, None]
+                  ) -> Generator[simpy.Event, Any, None]:
+    """A task's simulation process: its `steps`, then it completes. An exception in them
+    (an emulator bug) fails the task, so hbDNNWaitTaskDone returns HB_DNN_RUN_TASK_FAILED
+    (the error in `handle.error`) instead of raising from whichever call drives the
+    simulation at that moment."""
+    try:
+        yield from steps
+    except Exception as exc:
+        handle.error = f"{type(exc).__name__}: {exc}"
     for buf in handle.pinned:
         sess.soc.pool.unpin(buf)
     handle.finished_ps = sess.soc.env.now
@@ -1081,7 +1110,6 @@ def _run(sess: session.Session, handle: hbDNNTask, call: Any
             yield done
         if ex is not None and not handle.cancelled and not handle.error:
             _write_outputs(entry, ex)
-    _finish(sess, handle)
 
 
 def _execution(handle: hbDNNTask, entry: _Entry) -> Execution | None:
@@ -1138,7 +1166,10 @@ def _write_outputs(entry: _Entry, ex: Execution) -> None:
 
 
 def _resize_jobs(model: CompiledModel, entry: _Entry) -> list[Any]:
-    """The resizer's layer groups for an hbDNNRoiInfer batch group (one per ROI)."""
+    """The resizer's layer groups for an hbDNNRoiInfer batch group (one per ROI); none for
+    hbDNNInfer, whose model need not have an image input."""
+    if not entry.rois:
+        return []
     width, height = _input_size(model)
     return [resizer.layer_group(f"roi{k}", slot[0].fmt, width, height, slot[1])
             for k, slot in enumerate(entry.rois) if slot is not None]

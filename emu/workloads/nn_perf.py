@@ -26,6 +26,7 @@ from emu.errors import InputError
 from emu.runtime import hbdnn, hbsys
 from emu.runtime.session import Session
 from emu.soc.clock import PS_PER_MS, PS_PER_S
+from emu.workloads.cameras import run_threads
 
 CORE_IDS = {0: hbdnn.HB_BPU_CORE_ANY, 1: hbdnn.HB_BPU_CORE_0, 2: hbdnn.HB_BPU_CORE_1}
 
@@ -96,9 +97,10 @@ def run_perf(model_file: str | Path, model_name: str | None, threads: int, core_
                     first_submit[0] = start
                 rc, task = hbdnn.hbDNNInfer(outputs, inputs, dnn, ctrl)
                 _check(rc, "hbDNNInfer")
-                _check(hbdnn.hbDNNWaitTaskDone(task, 0), "hbDNNWaitTaskDone")
-                latencies.append(sess.now_ps - start)
                 assert task is not None
+                _check(hbdnn.hbDNNWaitTaskDone(task, 0),
+                       f"hbDNNWaitTaskDone{f' ({task.error})' if task.error else ''}")
+                latencies.append(sess.now_ps - start)
                 tasks.append(task)
                 _check(hbdnn.hbDNNReleaseTask(task), "hbDNNReleaseTask")
 
@@ -106,7 +108,7 @@ def run_perf(model_file: str | Path, model_name: str | None, threads: int, core_
             share = frames // threads + (1 if k < frames % threads else 0)
             if share:
                 sess.spawn(worker, share, name=f"perf{k}")
-        sess.run()
+        run_threads(sess)  # a refused call in a worker comes out as its one-line error
         end = max(t.finished_ps for t in tasks)
         span = end - first_submit[0]
     ms = [t / PS_PER_MS for t in latencies]

@@ -76,3 +76,47 @@ def zoo_case(name: str, default_run: bool) -> object:
     if default_run:
         return name
     return pytest.param(name, marks=pytest.mark.slow)
+
+
+# The ops `ranked` builds, by the rank of the input they take (0: a scalar); each compiles
+# to the BPU at that rank on this branch.
+RANKED_OPS = {"Relu": range(0, 6), "Sigmoid": range(1, 6), "Add": range(1, 6),
+              "MatMul": (2,), "Gemm": (2,), "Conv": (4,)}
+
+
+def ranked(shape: tuple[int, ...], op: str, softmax_axis: int | None = None,
+           seed: int = 0) -> onnx.ModelProto:
+    """One op on an input of `shape` (any rank `RANKED_OPS` allows it): Relu or Sigmoid of
+    x, Add of x and a second input z of the same shape, MatMul / Gemm of x (rows x k) by a
+    constant k x 5, or a 3x3 Conv of x (N x C x H x W) to 4 channels. With `softmax_axis`,
+    a Softmax along it follows (on the CPU), then a Relu (on the BPU), so that a CPU
+    segment sits between two BPU subgraphs."""
+    if len(shape) not in RANKED_OPS[op]:
+        raise ValueError(f"{op} on rank {len(shape)}")
+    rng = np.random.default_rng(seed)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))]
+    inits: list[onnx.TensorProto] = []
+    feeds = ["x"]
+    if op == "Add":
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, list(shape)))
+        feeds.append("z")
+    elif op in ("MatMul", "Gemm"):
+        w = rng.standard_normal((shape[1], 5)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, "w"))
+        feeds.append("w")
+    elif op == "Conv":
+        w = rng.standard_normal((4, shape[1], 3, 3)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, "w"))
+        feeds.append("w")
+    attrs = {"pads": [1, 1, 1, 1]} if op == "Conv" else {}
+    nodes = [helper.make_node(op, feeds, ["y"], name=op.lower(), **attrs)]
+    out = "y"
+    if softmax_axis is not None:
+        nodes += [helper.make_node("Softmax", ["y"], ["s"], name="softmax", axis=softmax_axis),
+                  helper.make_node("Relu", ["s"], ["out"], name="relu_out")]
+        out = "out"
+    graph = helper.make_graph(nodes, "ranked", inputs,
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             producer_name="emu-tests")

@@ -57,6 +57,13 @@ STRING_RESULT = ("hbDNNGetVersion", "hbDNNGetErrorDesc")
 DEFAULT: Any = object()  # "the module's own" for Ctx.infer_with
 
 
+def _released(data: bytes) -> memoryview:
+    """A view of `data` that no longer gives its bytes."""
+    view = memoryview(data)
+    view.release()
+    return view
+
+
 def _compile(name: str, seed: int) -> compiler.CompiledModel:
     return compiler.compile_model(segmented(size=8, channels=4, seed=seed, middle=()), name,
                                   compiler.CompileOptions(calib_random=1, seed=seed), SOC)
@@ -382,6 +389,7 @@ def _rows() -> list[Row]:
             ("length-bool", lambda c: ([c.data], [True]), ARG),
             ("data-str", lambda c: (["model"], [5]), ARG),
             ("data-None", lambda c: ([None], [5]), ARG),
+            ("data-released-view", lambda c: ([_released(c.data)], [len(c.data)]), ARG),
             ("count-wrong", lambda c: ([c.data], [len(c.data)], 2), ARG),
             ("count-str", lambda c: ([c.data], [len(c.data)], "1"), ARG),
             ("junk", lambda c: ([b"junk" * 10], [40]), dnn.HB_DNN_INVALID_MODEL),

@@ -340,7 +340,7 @@ def _read_samples(graph: Graph, folder: Path,
         raise InputError(f"--calib-dir {folder}: holds both arrays ({arrays[0].name}) and "
                          f"pictures ({pictures[0].name}); give one kind")
     if pictures:
-        return [_picture_sample(graph, path, options) for path in pictures]
+        return [picture_sample(graph, path, options) for path in pictures]
     if not arrays:
         raise InputError(f"--calib-dir {folder}: no .npy, .npz or picture files in it "
                          f"({', '.join(imagefiles.PICTURE_SUFFIXES)})")
@@ -358,7 +358,7 @@ PICTURE_SCALE = 1.0 / 255.0  # a float input's default from pictures: pixels in 
 _GREY_WEIGHTS = (299, 587, 114)  # BT.601 luma, in thousandths
 
 
-def _picture_sample(graph: Graph, path: Path, options: CompileOptions) -> dict[str, np.ndarray]:
+def picture_sample(graph: Graph, path: Path, options: CompileOptions) -> dict[str, np.ndarray]:
     """A picture as the model's one input (see the module docstring): resized to the
     input's H x W (`imagefiles.fit`), every frame of the batch the same picture."""
     if len(graph.inputs) != 1:

@@ -694,9 +694,9 @@ class Add:
                              self.out_dtype)
 
 
-class Mul:
-    """The requantised elementwise product of two tensors of one type, broadcast as ONNX Mul:
-    clamp(rounding_shift(a x b x M0, 31 + n)), multiplier a_scale x b_scale / out_scale."""
+class _ScaledPair:
+    """An op of two tensors of one type requantised by one real multiplier of the three
+    scales (`_multiplier`): its checked types, fixed point and output bounds."""
 
     def __init__(self, a_scale: float, b_scale: float, out_scale: float, *,
                  in_dtype: np.dtype | type = np.int8,
@@ -706,8 +706,21 @@ class Mul:
         out_scale = check_scale(out_scale, "out_scale")
         self.in_dtype = _activation_type(in_dtype, "input")
         self.out_dtype = _activation_type(out_dtype, "output")
-        self.fixed_point = quantize_multiplier(a_scale * b_scale / out_scale)
+        self.fixed_point = quantize_multiplier(self._multiplier(a_scale, b_scale, out_scale))
         self.lo, self.hi = activation_bounds("none", self.out_dtype, out_scale)
+
+    @staticmethod
+    def _multiplier(a_scale: float, b_scale: float, out_scale: float) -> float:
+        raise NotImplementedError
+
+
+class Mul(_ScaledPair):
+    """The requantised elementwise product of two tensors of one type, broadcast as ONNX Mul:
+    clamp(rounding_shift(a x b x M0, 31 + n)), multiplier a_scale x b_scale / out_scale."""
+
+    @staticmethod
+    def _multiplier(a_scale: float, b_scale: float, out_scale: float) -> float:
+        return a_scale * b_scale / out_scale
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         _check_pair(a, b, self.in_dtype)
@@ -715,21 +728,14 @@ class Mul:
                              self.out_dtype)
 
 
-class Div:
+class Div(_ScaledPair):
     """The requantised elementwise quotient of two tensors of one type, broadcast as ONNX Div:
     clamp(round_half_away(a x M0 / (b x 2**(31 + n)))), multiplier a_scale / (b_scale x
     out_scale); b = 0 saturates (see the module docstring)."""
 
-    def __init__(self, a_scale: float, b_scale: float, out_scale: float, *,
-                 in_dtype: np.dtype | type = np.int8,
-                 out_dtype: np.dtype | type = np.int8) -> None:
-        a_scale = check_scale(a_scale, "a_scale")
-        b_scale = check_scale(b_scale, "b_scale")
-        out_scale = check_scale(out_scale, "out_scale")
-        self.in_dtype = _activation_type(in_dtype, "input")
-        self.out_dtype = _activation_type(out_dtype, "output")
-        self.fixed_point = quantize_multiplier(a_scale / (b_scale * out_scale))
-        self.lo, self.hi = activation_bounds("none", self.out_dtype, out_scale)
+    @staticmethod
+    def _multiplier(a_scale: float, b_scale: float, out_scale: float) -> float:
+        return a_scale / (b_scale * out_scale)
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         shape = _check_pair(a, b, self.in_dtype)

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from emu.errors import InputError
-from emu.nn.imagefiles import PNG_MAGIC, read_png, read_pnm
+from emu.nn.imagefiles import PICTURE_SUFFIXES, PNG_MAGIC, read_picture, read_png
 
 STANDARD_PATH = Path(__file__).resolve().parent / "data" / "standard.png"
 
@@ -48,34 +48,27 @@ def png_bytes(pixels: npt.NDArray[np.uint8]) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
 
 
-def _read_pnm(data: bytes, where: str) -> npt.NDArray[np.uint8]:
-    pixels = read_pnm(where, data)  # (H, W, 1 or 3)
-    return np.ascontiguousarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
-
-
 def read_image(path: Path) -> npt.NDArray:
-    """An image file's pixels: PNG / PGM / PPM as uint8, .npy as stored (2-D or 3-D)."""
-    where = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read: {exc.strerror}") from None
+    """An image file's pixels: PNG / PGM / PPM (and JPEG with Pillow) as uint8, grey as
+    (H, W); .npy as stored (2-D or 3-D)."""
     suffix = path.suffix.lower()
-    if suffix == ".npy":
-        import io
+    if suffix in PICTURE_SUFFIXES:
+        pixels = read_picture(path)
+        return np.ascontiguousarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
+    if suffix != ".npy":
+        raise InputError(f"{path}: unknown image type {suffix!r} (have .png, .pgm, .ppm, "
+                         ".npy, and .jpg with Pillow)")
+    import io
 
-        try:
-            array = np.load(io.BytesIO(data), allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise InputError(f"{where}: not a readable .npy file: {exc}") from None
-        if array.ndim not in (2, 3) or min(array.shape) < 1:
-            raise InputError(f"{where}: a .npy image is 2-D or 3-D, got shape {array.shape}")
-        return np.ascontiguousarray(array)
-    if suffix == ".png":
-        return read_png(data, where)
-    if suffix in (".pgm", ".ppm", ".pnm"):
-        return _read_pnm(data, where)
-    raise InputError(f"{where}: unknown image type {suffix!r} (have .png, .pgm, .ppm, .npy)")
+    try:
+        array = np.load(io.BytesIO(path.read_bytes()), allow_pickle=False)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    except (ValueError, EOFError) as exc:
+        raise InputError(f"{path}: not a readable .npy file: {exc}") from None
+    if array.ndim not in (2, 3) or min(array.shape) < 1:
+        raise InputError(f"{path}: a .npy image is 2-D or 3-D, got shape {array.shape}")
+    return np.ascontiguousarray(array)
 
 
 def image_bytes(pixels: npt.NDArray, path: Path) -> bytes:

@@ -105,3 +105,37 @@ def test_bad_picture_folders_are_refused_in_one_line(tmp_path, files, shape, inp
         compiler.compile_model(model, "m", compiler.CompileOptions(
             calib_dir=folder, input_type=input_type), SOC)
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+CALIBRATE = ("astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png")
+EVALUATE = ("rocket.jpg", "motorcycle_right.png", "retina.jpg")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "size"), [("mobilenetv3_large", (128, 128)),
+                                            ("se_resnet50", (96, 96)), ("yolov5s", (128, 128)),
+                                            ("deeplabv3", (64, 64))])
+def test_zoo_networks_calibrated_on_photos_match_onnxruntime_on_other_photos(tmp_path, name,
+                                                                            size):
+    """Each output's Pearson correlation with onnxruntime's (the cosine about onnxruntime's
+    mean, which a large constant bias cannot inflate) is at least 0.99 on photos the
+    calibration did not see; everything runs on the BPU but what J5's list keeps off it."""
+    ort = pytest.importorskip("onnxruntime")
+    from emu.nn import execute, zoo
+
+    for photo in CALIBRATE:
+        shutil.copy(PHOTOS / photo, tmp_path / photo)
+    model = zoo.build(name, size)
+    options = compiler.CompileOptions(calib_dir=tmp_path)
+    compiled = compiler.compile_model(model, name, options, SOC)
+    reasons = [r for s in compiled.segments if s.kind == "cpu" for r in s.reasons]
+    assert reasons == ([] if name != "deeplabv3" else
+                       ["aspp.3.conv (Conv): dilation (18, 18) exceeds 16"])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    for photo in EVALUATE:
+        feeds = compiler.picture_sample(compiled.graph, PHOTOS / photo, options)
+        got = compiled.run(feeds)
+        for output, want in zip(names, session.run(names, feeds), strict=True):
+            centre = float(np.mean(want))
+            assert execute.cosine_similarity(got[output] - centre, want - centre) >= 0.99

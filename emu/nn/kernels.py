@@ -696,7 +696,10 @@ class Add:
 
 class _ScaledPair:
     """An op of two tensors of one type requantised by one real multiplier of the three
-    scales (`_multiplier`): its checked types, fixed point and output bounds."""
+    scales (each subclass's `_multiplier`): its checked types, fixed point and output
+    bounds."""
+
+    _multiplier: Callable[[float, float, float], float]
 
     def __init__(self, a_scale: float, b_scale: float, out_scale: float, *,
                  in_dtype: np.dtype | type = np.int8,
@@ -708,10 +711,6 @@ class _ScaledPair:
         self.out_dtype = _activation_type(out_dtype, "output")
         self.fixed_point = quantize_multiplier(self._multiplier(a_scale, b_scale, out_scale))
         self.lo, self.hi = activation_bounds("none", self.out_dtype, out_scale)
-
-    @staticmethod
-    def _multiplier(a_scale: float, b_scale: float, out_scale: float) -> float:
-        raise NotImplementedError
 
 
 class Mul(_ScaledPair):

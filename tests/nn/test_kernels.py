@@ -378,19 +378,25 @@ def test_add_intermediates_keep_left_shift_bits(dtype, left):
         min(2 * ref.nearest(Fraction(int(c), 2)), 32767) for c in codes]
 
 
+def _broadcast_pair(rng: np.random.Generator, dtype: np.dtype,
+                    broadcast: str) -> tuple[np.ndarray, np.ndarray]:
+    """Random full-range codes a (N, C, H, W) and b of the shape `broadcast` names."""
+    info = np.iinfo(dtype)
+    shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 4)),
+             int(rng.integers(1, 5)))
+    b_shape = {"same": shape, "channel": (1, shape[1], 1, 1), "scalar": (1,),
+               "row": (shape[3],), "both": (shape[0], 1, shape[2], 1)}[broadcast]
+    return (ints(rng, shape, int(info.min), int(info.max), dtype),
+            ints(rng, b_shape, int(info.min), int(info.max), dtype))
+
+
 @settings(deadline=None, max_examples=200)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([I8, I16]),
        st.sampled_from(["same", "channel", "scalar", "row", "both"]),
        st.sampled_from(["none", "relu", "relu6"]), st.booleans())
 def test_add_random(seed, dtype, broadcast, activation, power_of_two):
     rng = np.random.default_rng(seed)
-    info = np.iinfo(dtype)
-    shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 4)),
-             int(rng.integers(1, 5)))
-    b_shape = {"same": shape, "channel": (1, shape[1], 1, 1), "scalar": (1,),
-               "row": (shape[3],), "both": (shape[0], 1, shape[2], 1)}[broadcast]
-    a = ints(rng, shape, int(info.min), int(info.max), dtype)
-    b = ints(rng, b_shape, int(info.min), int(info.max), dtype)
+    a, b = _broadcast_pair(rng, dtype, broadcast)
     if power_of_two:
         scales = [2.0 ** -int(rng.integers(0, 6)) for _ in range(3)]
     else:
@@ -498,12 +504,8 @@ def _binary(kind, scales, in_dtype, out_dtype):
 def test_binary_ops_random(seed, kind, dtype, out_dtype, broadcast):
     rng = np.random.default_rng(seed)
     info = np.iinfo(dtype)
-    shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 4)),
-             int(rng.integers(1, 5)))
-    b_shape = {"same": shape, "channel": (1, shape[1], 1, 1), "scalar": (1,),
-               "row": (shape[3],), "both": (shape[0], 1, shape[2], 1)}[broadcast]
-    a = ints(rng, shape, int(info.min), int(info.max), dtype)
-    b = ints(rng, b_shape, int(info.min), int(info.max), dtype)
+    a, b = _broadcast_pair(rng, dtype, broadcast)
+    shape, b_shape = a.shape, b.shape
     b[rng.random(b_shape) < 0.2] = 0               # division by zero, and zeros elsewhere
     a[rng.random(shape) < 0.1] = info.min
     a_scale, b_scale = rng.uniform(0.01, 0.1, 2)

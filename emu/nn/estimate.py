@@ -26,9 +26,10 @@ one core of an otherwise idle chip and adds them up (the segments run one after 
   is timed as Softmax is computed, in three passes (max; exp, sum; scale), about 3 loads,
   1 store and 12 FP ops; every loop iteration also costs an ALU op and a branch. A 4-D
   tensor of more than one channel also changes layout where it crosses between CPU and
-  BPU (NCHW on the CPU, the BPU's native NHWC): one more pass over its int8/int16 codes,
-  per vector a load, a store and two permutes. DSP segments are not estimated here (0 us):
-  the vDSP operators are simulated where they run (`emu dsp`).
+  BPU (NCHW on the CPU, the BPU's native NHWC): one more pass over its int8/int16 codes
+  (int32 accumulators for a wide output), per vector a load, a store and two permutes.
+  DSP segments are not estimated here (0 us): the vDSP operators are simulated where they
+  run (`emu dsp`).
 
 `cpu_items` gives the same CPU work item by item, with its instruction counts and the
 tensors it reads and writes, for the runtime to run through the cache model.
@@ -42,6 +43,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from emu.bpu import timing
 from emu.nn import optable
@@ -218,7 +221,7 @@ def cpu_items(graph: Graph, segment: Segment, cpu: CpuConfig,
     items: list[CpuItem] = []
 
     def code_bytes(tensor: str) -> int:
-        return 2 if (dtypes or {}).get(tensor) == "int16" else 1
+        return int(np.dtype((dtypes or {}).get(tensor, "int8")).itemsize)
 
     def layout(tensor: str, elements: int) -> None:
         shape = graph.tensors[tensor].shape
@@ -282,7 +285,7 @@ def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: i
     module); `batch` is the graph's batch (frames per run). Each BPU segment is cut into
     FCs of at most `max_time_per_fc_ps`, unless `spans` gives the cut of segment index ->
     [start, end) ranges of its layer groups (a compiled model's); `dtypes` maps tensors
-    to "int8" or "int16" (default int8)."""
+    to "int8", "int16" or "int32" (a wide output; default int8)."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     subgraphs = {k: layer_groups(graph, s, dtypes) for k, s in enumerate(segments)

@@ -743,6 +743,7 @@ class _Builder:
     def __init__(self, qmodel: QuantModel) -> None:
         self.q = qmodel
         self.graph = qmodel.graph
+        self.wide = qmodel.wide_outputs()
 
     def scale(self, name: str) -> float:
         return self.q.tensors[name].scale
@@ -793,6 +794,8 @@ class _Builder:
         graph, op = self.graph, node.op
         if op == "Conv" and node.residual:
             return self._residual_conv(node)
+        if node.outputs[0] in self.wide:
+            return self._wide_conv(node)
         if op in _BINARY and not is_channel_affine(graph, node):
             return self._binary(node)
         if op == "Split":
@@ -965,6 +968,18 @@ class _Builder:
                          for name, v, t in zip(node.outputs, outs, dtypes, strict=True))
         return codes_step
 
+    def _wide_conv(self, node: Node) -> Step:
+        """A final Conv handing over its int32 accumulators (`QuantModel.wide_outputs`)."""
+        weight = self.q.layers[node.name].weight
+        x, out = node.inputs[0], node.outputs[0]
+        conv = self.conv(node, weight, geometry(node, weight.shape[2:], self.graph.tensors[x]
+                                                .shape[2:]), int(node.attrs.get("group", 1)),
+                         out, "none")
+
+        def wide_step(codes: Codes) -> None:
+            codes[out] = conv.accumulate(codes[x]).astype(np.int32)  # int8 input: fits
+        return wide_step
+
     def _residual_conv(self, node: Node) -> Step:
         x, out, residual = node.inputs[0], node.outputs[0], node.residual
         assert residual is not None
@@ -1038,13 +1053,20 @@ class Execution:
         self.codes: Codes = {}
         self.program = prepare(qmodel)
         self._nodes = {n.name: n for n in self.graph.nodes}
+        self._wide = qmodel.wide_outputs()
 
     def as_float(self, name: str) -> np.ndarray:
         if name not in self.floats:
             qt = self.qmodel.tensors.get(name)
             # No codes for an integer output of the BPU (ArgMax's indices): it is as it is.
             value = self.codes[name]
-            self.floats[name] = value if qt is None else from_codes(value, qt.scale)
+            if name in self._wide:
+                _, scales, _ = output_quantization(self.qmodel, name)
+                shape = (1, -1) + (1,) * (value.ndim - 2)
+                self.floats[name] = (value.astype(np.float64) * scales.reshape(shape)
+                                     ).astype(np.float32)
+            else:
+                self.floats[name] = value if qt is None else from_codes(value, qt.scale)
         return self.floats[name]
 
     def as_codes(self, name: str) -> np.ndarray:
@@ -1097,33 +1119,17 @@ class Execution:
 
     def output_codes(self, name: str) -> np.ndarray:
         """A BPU output as the BPU leaves it when the model keeps its outputs quantised
-        (`output_quantization` says how to read it): a final Conv without activation gives
-        its int32 accumulators (bias included), any other output its codes."""
-        node = _conv_output(self.qmodel, name)
-        if node is None:
-            return self.as_codes(name)
-        weight = self.qmodel.layers[node.name].weight
-        x = self.codes[node.inputs[0]]
-        conv = _Builder(self.qmodel).conv(
-            node, weight, geometry(node, weight.shape[2:], x.shape[2:]),
-            int(node.attrs.get("group", 1)), name, "none")
-        return np.clip(conv.accumulate(x), -(2**31), 2**31 - 1).astype(np.int32)
-
-
-def _conv_output(qmodel: QuantModel, name: str) -> Node | None:
-    """The node producing `name` if it is a Conv without activation or residual add."""
-    node = next((n for n in qmodel.graph.nodes if name in n.outputs), None)
-    if node is None or node.op != "Conv" or node.activation != "none" or node.residual \
-            or node.name not in qmodel.layers:
-        return None
-    return node
+        (`output_quantization` says how to read it): a wide output's int32 accumulators
+        (bias included), any other output its codes."""
+        return self.codes[name] if name in self._wide else self.as_codes(name)
 
 
 def output_quantization(qmodel: QuantModel, name: str) -> tuple[str, np.ndarray, int | None]:
-    """(code type, scales, axis) of a BPU output kept quantised: value = code x scale, per
-    channel (axis 1 of NCHW) for a final Conv's int32 accumulators (input scale x each
-    output channel's weight scale), one scale for the tensor (axis None) otherwise."""
-    node = _conv_output(qmodel, name)
+    """(code type, scales, axis) of a BPU output: value = code x scale, per channel (axis 1
+    of NCHW) for a wide output's int32 accumulators (input scale x each output channel's
+    weight scale; `QuantModel.wide_outputs`), one scale for the tensor (axis None)
+    otherwise."""
+    node = qmodel.wide_outputs().get(name)
     if node is None:
         qt = qmodel.tensors[name]
         return qt.dtype, np.array([qt.scale]), None

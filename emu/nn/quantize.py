@@ -46,6 +46,17 @@ accumulator bound holds up to K = 65535), and w_scale[c] >= out_scale / in_scale
 so the requantisation multiplier stays in the kernels' range (weights below that floor
 would move the output by less than half a code).
 
+Wide outputs (`QuantModel.wide_outputs`): a Conv without activation or residual add whose
+output leaves the BPU (a BPU segment's output that no BPU node reads, typically a detection
+or classification head) hands over its int32 accumulators, bias included, instead of
+requantised codes, as J5's compiler does for a convolution at the end of a subgraph
+(`shared/calibration/j5_bpu.md`); with int8 input, so the accumulators provably fit in
+int32 (the bias bound below). Its value is accumulator x in_scale x w_scale[c], per
+output channel: the head keeps the full precision of its int8 operands instead of an int8
+grid over its whole range (a class map varying by a fraction of its bias prior would keep
+only a few codes of it). The tensor's QTensor still holds the int8 scale calibration gave;
+its code type is "int32" (4 bytes an element for the DMA and the CPU's dequantize).
+
 `QuantModel.to_arrays()` gives (meta, arrays): meta is JSON (scales as floats, which JSON
 round-trips exactly), arrays the weights, biases and weight scales; `from_arrays(meta,
 arrays, graph)` rebuilds the same model on the graph it was made from.
@@ -131,10 +142,28 @@ class QuantModel:
     layers: dict[str, Layer]
     int16: str = "auto"
     programs: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
+    _wide: dict[str, Node] | None = field(default=None, compare=False, repr=False)
 
     def tensor_dtypes(self) -> dict[str, str]:
-        """Tensor name -> code type ("int8" or "int16") of every tensor with codes."""
-        return {name: t.dtype for name, t in self.tensors.items()}
+        """Tensor name -> code type ("int8", "int16", or "int32" for a wide output) of
+        every tensor with codes."""
+        wide = self.wide_outputs()
+        return {name: "int32" if name in wide else t.dtype for name, t in self.tensors.items()}
+
+    def wide_outputs(self) -> dict[str, Node]:
+        """The tensors the BPU hands over as a final Conv's int32 accumulators (see the
+        module), each with the Conv that writes it (worked out once)."""
+        if self._wide is not None:
+            return self._wide
+        running = {name for s in self.segments if s.kind == "bpu" for name in s.nodes}
+        leaving = {t for s in self.segments if s.kind == "bpu" for t in s.outputs}
+        read_on_bpu = {t for n in self.graph.nodes if n.name in running for t in n.inputs}
+        self._wide = {node.outputs[0]: node for node in self.graph.nodes
+                      if node.name in running and node.op == "Conv" and node.name in self.layers
+                      and node.activation == "none" and not node.residual
+                      and self.tensors[node.inputs[0]].dtype == "int8"
+                      and node.outputs[0] in leaving and node.outputs[0] not in read_on_bpu}
+        return self._wide
 
     def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """(JSON-able meta, named arrays) that `from_arrays` turns back into this model. The

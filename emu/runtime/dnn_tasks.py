@@ -254,7 +254,7 @@ class SegmentRun:
         items = self.plan.cpu_items.get(self.index, [])
         to_dsp = dsp_enabled() and segment.kind in ("quantize", "dequantize") and all(
             t in self.model.quant.tensors and self.model.quant.tensors[t].dtype == "int8"
-            for t in segment.inputs)
+            and t not in self.model.quant.wide_outputs() for t in segment.inputs)
         if segment.kind == "dsp" or to_dsp:
             self._dsp_segment()
             return

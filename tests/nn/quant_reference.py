@@ -160,6 +160,24 @@ class Segment:
     def dtype(self, name):
         return self.q.tensors[name].dtype
 
+    def hands_over_accumulators(self, node):
+        """Whether this Conv is the last op on the BPU for its output: no activation or
+        residual add, int8 input, its output leaves the segment and no BPU node anywhere
+        reads it (J5 then hands over the int32 accumulators)."""
+        out = node.outputs[0]
+        if node.activation != "none" or node.residual or out not in self.segment.outputs:
+            return False
+        if self.dtype(node.inputs[0]) != "int8":
+            return False
+        for segment in self.q.segments:
+            if segment.kind != "bpu":
+                continue
+            for name in segment.nodes:
+                reader = next(n for n in self.graph.nodes if n.name == name)
+                if out in reader.inputs:
+                    return False
+        return True
+
     def codes_of(self, name, codes):
         """A tensor's codes; a constant operand's, at the scale the model gives it."""
         if self.graph.is_const(name):
@@ -224,6 +242,12 @@ class Segment:
                 codes[out] = add(codes[pre], codes[node.residual], self.scale(pre),
                                  self.scale(node.residual), self.scale(out), self.dtype(out),
                                  node.activation)
+            elif self.hands_over_accumulators(node):
+                layer = self.q.layers[node.name]
+                weight = layer.weight.reshape(layer.weight.shape + (1,) * (4 - layer.weight.ndim))
+                acc = conv_acc(x, weight, layer.bias, stride, pads, dilation, groups)
+                assert acc.min() >= -(2**31) and acc.max() < 2**31
+                codes[out] = acc.astype(np.int32)
             else:
                 codes[out] = self.conv(node, x, out, stride, pads, dilation, groups,
                                        node.activation)

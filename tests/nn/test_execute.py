@@ -93,7 +93,7 @@ def check_bit_exact(qmodel: quantize.QuantModel, feeds: dict[str, np.ndarray]) -
             continue
         expected = ref.Segment(qmodel, k).run({n: codes[n] for n in segment.inputs})
         for name in segment.outputs:
-            assert codes[name].dtype == np.dtype(qmodel.tensors[name].dtype), name
+            assert codes[name].dtype == np.dtype(qmodel.tensor_dtypes()[name]), name
             assert codes[name].shape == expected[name].shape, name
             assert np.array_equal(codes[name], expected[name]), (
                 f"{name}: {np.count_nonzero(codes[name] != expected[name])} codes differ")

@@ -13,7 +13,14 @@ no simulation inside. The model, and what each part of it stands for:
   the peak once the class's own data path is accounted for). An operand of two bytes
   (int16) takes two int8 lanes, so the work of a layer scales with the product of its input
   and weight element sizes. Ops without weights count one MAC per output element per input
-  (elementwise, resize, move) or per kernel tap (pool).
+  (elementwise, resize, move) or per kernel tap (pool, and a grid sample's gather of the
+  neighbours it interpolates).
+- **Dependent passes.** A recurrent layer (an LSTM, unrolled over its time steps) is a
+  layer group of `passes` passes, each of which needs the one before: the output holds the
+  passes' results side by side along W, each pass computing its own slice of W / passes
+  columns. The array pads each pass's slice to the granules on its own (one step of a
+  batch-1 LSTM is a matrix-vector product that fills one column of the array's W lanes),
+  and each pass pays the fixed cost of a layer group.
 - **On-chip SRAM and DDR.** Feature maps live in the core's SRAM (`bpu.sram_bytes`) while
   they fit, in the BPU's layout: N x H x W x C, each of H, W and C padded to its granule.
   The residency rule (`plan_residency`): tensors are placed smallest first (then in the
@@ -30,7 +37,7 @@ no simulation inside. The model, and what each part of it stands for:
   estimate is the steady state) and cost no DDR traffic; otherwise every layer group reads
   its weights from DDR once per run, so a batch shares them.
 - **Time.** A layer group takes max(compute, DDR) plus `bpu.layer_overhead_cycles` (its
-  configuration and pipeline fill); compute and the DDR traffic overlap. For the static
+  configuration and pipeline fill) per pass; compute and the DDR traffic overlap. For the static
   estimate the DDR time is the bytes at the core's port bandwidth
   (`bpu.ddr_port_bytes_per_s`); in the simulation the same bytes go through the shared
   DDR model. Each function call (FC) costs `bpu.fc_overhead_cycles` more (the runtime
@@ -77,7 +84,8 @@ class LayerGroup:
 
     `cin` is the input channels per group (the reduction's depth: 1 for a depthwise conv,
     the number of summed inputs for an elementwise op); `kernel_h`/`kernel_w` the taps
-    (pool windows too); `leaves` marks an output the subgraph hands on (to DDR)."""
+    (pool windows too); `passes` the dependent passes the work takes, each a slice of the
+    output's W (see the module); `leaves` marks an output the subgraph hands on (to DDR)."""
 
     name: str
     op: str
@@ -91,6 +99,7 @@ class LayerGroup:
     stride: int = 1
     weight_bytes: int = 0
     weight_elem_bytes: int = 1
+    passes: int = 1
     leaves: bool = False
 
     def __post_init__(self) -> None:
@@ -98,8 +107,11 @@ class LayerGroup:
             raise ValueError(f"layer group {self.name}: op class {self.op_class!r} is not "
                              f"one of {', '.join(OP_CLASSES)}")
         if min(self.cin, self.kernel_h, self.kernel_w, self.groups, self.stride,
-               self.weight_elem_bytes) < 1 or self.weight_bytes < 0:
+               self.weight_elem_bytes, self.passes) < 1 or self.weight_bytes < 0:
             raise ValueError(f"layer group {self.name}: counts must be positive")
+        if self.output.w % self.passes:
+            raise ValueError(f"layer group {self.name}: {self.passes} passes do not split "
+                             f"the output's width {self.output.w}")
 
     @property
     def batch(self) -> int:
@@ -168,13 +180,14 @@ def efficiency(op_class: str, bpu: BpuConfig) -> float:
 
 
 def padded_macs(layer: LayerGroup, bpu: BpuConfig) -> int:
-    """The MACs the array spends: every dimension rounded up to its granule, times the
-    int8 lanes an int16 operand takes."""
+    """The MACs the array spends: every dimension of each pass rounded up to its granule,
+    times the int8 lanes an int16 operand takes."""
     out = layer.output
     lanes = max(t.elem_bytes for t in layer.inputs) if layer.inputs else 1
     if layer.weight_bytes:
         lanes *= layer.weight_elem_bytes
-    return (out.n * _pad(out.h, bpu.align_h) * _pad(out.w, bpu.align_w)
+    pass_w = _pad(out.w // layer.passes, bpu.align_w)
+    return (out.n * _pad(out.h, bpu.align_h) * pass_w * layer.passes
             * _pad(out.c, bpu.align_cout) * _pad(layer.cin, bpu.align_cin)
             * layer.kernel_h * layer.kernel_w * lanes)
 
@@ -222,9 +235,9 @@ def layer_costs(layers: Sequence[LayerGroup], bpu: BpuConfig, leaving: Collectio
         resident_weights = weights_resident(layers, bpu)
     on_chip = plan_residency(layers, bpu, leaving)
     clock = Clock("bpu", bpu.freq_hz)
-    fixed_ps = clock.cycles_to_ps(bpu.layer_overhead_cycles)
     costs = []
     for layer in layers:
+        fixed_ps = clock.cycles_to_ps(bpu.layer_overhead_cycles * layer.passes)
         read = sum(layout_bytes(ref, bpu) for ref in layer.inputs if ref.name not in on_chip)
         if not resident_weights:
             read += layer.weight_bytes

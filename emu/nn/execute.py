@@ -42,7 +42,28 @@ How each BPU op runs on codes (scales and types come from the QuantModel's tenso
 - Code-preserving ops (output at the input's scale and type): MaxPool, AveragePool,
   GlobalAveragePool (the kernels' rounded averages), Resize (nearest, integer factor),
   Relu (max(q, 0)), Clip (q clamped to the bounds divided by the scale, rounded half away
-  from zero), Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Split.
+  from zero), Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Split, and GridSample
+  (`kernels_tensor.GridSample` of X's codes at the grid's codes, the grid a feature map or
+  a stored grid quantised at its own scale; opset 16's "bilinear" is opset 20's "linear").
+- LSTM (batch 1, either layout: the same memory order then): per direction a
+  `kernels_tensor.Lstm` over the sequence, reversed for "reverse" and for the second
+  direction of "bidirectional" (whose Y is put back in time order). The scales of its
+  inner tensors are calibrated like any tensor's, under the names `lstm_tensor` gives
+  (`<node>#lstm<d>.<part>`, `LSTM_PARTS`); its weights are `quantize`'s per-row
+  quantisation of [W x s_x | R x s_h]. The initial states are zeros when absent, a stored
+  one quantised and a feature map's codes rescaled (`kernels.Rescale`) to the direction's
+  state scales; Y, Y_h and Y_c are the hidden and cell codes rescaled to their own scales.
+  Everything is int8 (`quantize` keeps LSTM and GridSample tensors int8: J5's list gives
+  them no int16).
+
+Inner tensors (`intermediates`): a residual Conv's `<output>#conv` and an LSTM's gates and
+states have codes and a scale of their own but are no graph tensor; calibration measures
+them from their float values (`intermediate_values`: the Conv without its residual, the
+LSTM's steps as ONNX computes them).
+
+The float GridSample (CPU nodes and calibration) is `float_grid_sample`, onnx's reference
+arithmetic vectorised for 4-D inputs in the modes the BPU takes (the reference loops in
+Python over every output element); other GridSamples use the reference.
 
 Kernel objects are built once per model (`prepare`: by `quantize.quantize`, or on the first
 `run` of a model read back with `from_arrays`) and kept in the QuantModel.
@@ -75,7 +96,7 @@ CODES_PREFIX = "codes:"
 CODE_TYPES: dict[str, np.dtype[Any]] = {"int8": np.dtype(np.int8), "int16": np.dtype(np.int16)}
 # The kinds (emu/nn/optable.py) whose outputs keep their input's codes, scale and type,
 # and the ops of other kinds that do too.
-_PRESERVING_KINDS = frozenset({"clamp", "pool", "resize", "move", "alias"})
+_PRESERVING_KINDS = frozenset({"clamp", "pool", "resize", "sample", "move", "alias"})
 _PRESERVING_OPS = frozenset({"ReduceMax", "ReduceMean"})
 _OWN_SCALE_OPS = frozenset({"Concat"})  # a "move" that rescales its inputs
 # LUT ops the kernels' named tables compute (the float op keeps its own NumPy definition).
@@ -95,11 +116,102 @@ def is_lut(node: Node) -> bool:
 
 def quantised_constants(graph: Graph, node: Node) -> list[str]:
     """The constant operands a BPU node reads as codes of their own scale (a binary op or
-    MatMul by a constant that is not one value per channel); weights of conv-like layers
-    and per-channel affine maps are quantised per channel instead (`quantize`)."""
-    if node.op not in (*_BINARY, "MatMul") or is_channel_affine(graph, node):
+    MatMul by a constant that is not one value per channel, a GridSample's stored grid);
+    weights of conv-like layers, LSTMs and per-channel affine maps are quantised per
+    channel instead (`quantize`)."""
+    if node.op not in (*_BINARY, "MatMul", "GridSample") or is_channel_affine(graph, node):
         return []
     return [n for n in node.inputs if n and graph.is_const(n)]
+
+
+# ---------------------------------------------------------------------------------------
+# Tensors inside a node: a residual Conv's conv output, an LSTM's gates and states
+
+# An LSTM direction's tensors with codes of their own (kernels_tensor.LstmScales): the gate
+# pre-activations, the gates (ONNX's order i, o, f, g), f x c, i x g, the cell state (the
+# initial one and every step's), tanh of it and the hidden state (the initial one and
+# every step's).
+LSTM_PARTS = ("pre_i", "pre_o", "pre_f", "pre_g", "i", "o", "f", "g", "forget", "update",
+              "c", "tanh_c", "h")
+
+
+def lstm_tensor(node: Node, direction: int, part: str) -> str:
+    """The name of one of an LSTM direction's inner tensors (`LSTM_PARTS`)."""
+    return f"{node.name}#lstm{direction}.{part}"
+
+
+def intermediates(graph: Graph, node: Node) -> tuple[str, ...]:
+    """The tensors a BPU node computes inside itself with codes of their own scale but no
+    graph tensor: a residual Conv's conv output (`<output>#conv`), an LSTM's gates and
+    states (`lstm_tensor`). Calibration measures them (`intermediate_values`)."""
+    if node.residual:
+        return (node.outputs[0] + "#conv",)
+    if node.op == "LSTM":
+        return tuple(lstm_tensor(node, d, part) for d in range(len(optable.lstm_backward(node)))
+                     for part in LSTM_PARTS)
+    return ()
+
+
+def intermediate_values(graph: Graph, node: Node, ins: list[Any]) -> dict[str, np.ndarray]:
+    """The float values of the node's `intermediates` for its input values: the residual
+    Conv's conv(x) + bias; the LSTM's tensors over all steps, as ONNX's LSTM computes them."""
+    if node.residual:
+        return {node.outputs[0] + "#conv": float_node(graph, node, ins, pre_residual=True)[0]}
+    if node.op == "LSTM":
+        return _lstm_intermediates(graph, node, ins)
+    return {}
+
+
+def lstm_weights(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An LSTM's stored W (D, 4H, I), R (D, 4H, H) and Wb + Rb (D, 4H), float64."""
+    w, r = (np.asarray(graph.tensors[n].value, np.float64) for n in node.inputs[1:3])
+    if len(node.inputs) > 3 and node.inputs[3]:
+        both = np.asarray(graph.tensors[node.inputs[3]].value, np.float64)
+        bias = both[:, : both.shape[1] // 2] + both[:, both.shape[1] // 2:]
+    else:
+        bias = np.zeros(w.shape[:2])
+    return w, r, bias
+
+
+def lstm_sequence(node: Node, x: np.ndarray) -> np.ndarray:
+    """An LSTM's input X as (T, B, I) (layout 1 is (B, T, I))."""
+    return np.swapaxes(x, 0, 1) if int(node.attrs.get("layout", 0)) else x
+
+
+def _lstm_intermediates(graph: Graph, node: Node, ins: list[Any]) -> dict[str, np.ndarray]:
+    """Every LSTM_PARTS tensor of every direction, stacked over the steps (h and c with the
+    initial state first), in float32 as ONNX's LSTM computes them."""
+    x = lstm_sequence(node, np.asarray(ins[0], np.float32))
+    w, r, bias = (v.astype(np.float32) for v in lstm_weights(graph, node))
+    directions, hidden = w.shape[0], r.shape[2]
+    states = []
+    for slot in (5, 6):                    # initial_h, initial_c: (D, B, H) in layout 0
+        given = ins[slot] if len(ins) > slot and ins[slot] is not None else None
+        if given is None:
+            states.append(np.zeros((directions, x.shape[1], hidden), np.float32))
+        else:
+            value = np.asarray(given, np.float32)
+            states.append(np.swapaxes(value, 0, 1) if int(node.attrs.get("layout", 0))
+                          else value)
+    found: dict[str, np.ndarray] = {}
+    for d, backward in enumerate(optable.lstm_backward(node)):
+        h, c = states[0][d], states[1][d]
+        seen: dict[str, list[np.ndarray]] = {part: [] for part in LSTM_PARTS}
+        seen["h"].append(h)
+        seen["c"].append(c)
+        for x_t in (x[::-1] if backward else x):
+            pre = np.split(x_t @ w[d].T + h @ r[d].T + bias[d], 4, axis=-1)
+            gates = [sigmoid(pre[0]), sigmoid(pre[1]), sigmoid(pre[2]), np.tanh(pre[3])]
+            forget, update = gates[2] * c, gates[0] * gates[3]
+            c = forget + update
+            tanh_c = np.tanh(c)
+            h = gates[1] * tanh_c
+            for part, value in zip(LSTM_PARTS, (*pre, *gates, forget, update, c, tanh_c, h),
+                                   strict=True):
+                seen[part].append(value)
+        found.update((lstm_tensor(node, d, part), np.stack(values))
+                     for part, values in seen.items())
+    return found
 
 
 # ---------------------------------------------------------------------------------------
@@ -440,6 +552,43 @@ def float_pool(x: np.ndarray, win: Geometry, kind: str, count_include_pad: bool 
     return np.asarray(total / count)
 
 
+def float_grid_sample(x: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str,
+                      align_corners: bool) -> np.ndarray:
+    """ONNX GridSample of an NCHW x in float32, mode "linear" (opset 16's "bilinear") or
+    "nearest" (ties to even), padding "zeros" or "border": onnx's reference implementation's
+    arithmetic, vectorised (that one loops in Python over every output element)."""
+    n, _, height, width = x.shape
+
+    def source(normalised: np.ndarray, length: int) -> np.ndarray:
+        found: np.ndarray
+        if align_corners:
+            found = (normalised + 1) / np.float32(2) * np.float32(length - 1)
+        else:
+            found = ((normalised + 1) * np.float32(length) - 1) / np.float32(2)
+        if mode == "nearest":
+            found = np.rint(found)
+        if padding_mode == "border":
+            found = np.clip(found, np.float32(0), np.float32(length - 1))
+        return found.astype(np.float32)
+
+    sy, sx = source(grid[..., 1], height), source(grid[..., 0], width)
+    batch = np.arange(n)[:, None, None]
+
+    def tap(iy: np.ndarray, ix: np.ndarray) -> np.ndarray:
+        inside = (iy >= 0) & (iy < height) & (ix >= 0) & (ix < width)
+        picked = x[batch, :, np.clip(iy, 0, height - 1), np.clip(ix, 0, width - 1)]
+        return np.moveaxis(np.where(inside[..., None], picked, np.float32(0)), 3, 1)
+
+    if mode == "nearest":
+        return tap(sy.astype(np.int64), sx.astype(np.int64))
+    y0, x0 = np.floor(sy), np.floor(sx)
+    ty, tx = (sy - y0)[:, None], (sx - x0)[:, None]
+    iy, ix = y0.astype(np.int64), x0.astype(np.int64)
+    rows = [tap(iy, ix) * (1 - tx) + tap(iy, ix + 1) * tx,
+            tap(iy + 1, ix) * (1 - tx) + tap(iy + 1, ix + 1) * tx]
+    return np.asarray(rows[0] * (1 - ty) + rows[1] * ty, np.float32)
+
+
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return np.asarray(e / e.sum(axis=axis, keepdims=True))
@@ -541,6 +690,24 @@ def _proto_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# GridSample's modes by their opset-16 names, which onnx's reference implementation does
+# not know: it takes only the opset-20 names of the same interpolations.
+_GRID_SAMPLE_MODES = {"bilinear": "linear", "bicubic": "cubic"}
+
+
+def _grid_mode(node: Node) -> str:
+    """A GridSample's mode by its opset-20 name."""
+    mode = str(node.attrs.get("mode", "linear"))
+    return _GRID_SAMPLE_MODES.get(mode, mode)
+
+
+def _reference_attrs(node: Node) -> dict[str, Any]:
+    """The node's attributes as onnx's reference implementation reads them."""
+    if node.op == "GridSample":
+        return {**node.attrs, "mode": _grid_mode(node)}
+    return node.attrs
+
+
 _REFERENCE_CACHE: dict[int, tuple[Node, int, ReferenceEvaluator]] = {}
 _REFERENCE_CACHE_SIZE = 4096
 
@@ -556,7 +723,7 @@ def reference_node(opset: int, node: Node, ins: Sequence[np.ndarray | None]) -> 
             proto = onnx.helper.make_node(
                 node.op, [f"in{k}" if n else "" for k, n in enumerate(node.inputs)],
                 [f"out{k}" if n else "" for k, n in enumerate(node.outputs)],
-                **_proto_attrs(node.attrs))
+                **_proto_attrs(_reference_attrs(node)))
             evaluator = ReferenceEvaluator(proto, opsets={"": opset})
         except Exception as exc:  # onnx raises many kinds for an op it cannot build
             raise InputError(f"node {node.name} ({node.op}): {_first_line(exc)}") from None
@@ -646,6 +813,10 @@ def _numpy_node(graph: Graph, node: Node, ins: list[Any],
         y = image_input(graph, node).to_float(x)
     elif op == "Softmax" and (graph.opset >= 13 or int(a.get("axis", 1)) % x.ndim == x.ndim - 1):
         y = softmax(x, int(a.get("axis", -1)))
+    elif op == "GridSample" and x.ndim == 4 and _grid_mode(node) in ("linear", "nearest") \
+            and str(a.get("padding_mode", "zeros")) in ("zeros", "border"):
+        y = float_grid_sample(x, ins[1], _grid_mode(node), str(a.get("padding_mode", "zeros")),
+                              bool(a.get("align_corners", 0)))
     elif op == "LRN":
         y = lrn(x, int(a["size"]), float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)),
                 float(a.get("bias", 1.0)))
@@ -802,6 +973,10 @@ class _Builder:
             return self._split(node)
         if op == "MatMul":
             return self._binary(node)
+        if op == "GridSample":
+            return self._grid_sample(node)
+        if op == "LSTM":
+            return self._lstm(node)
         if self._on_codes_op(node):
             return self._on_codes(node)
         fn = self._function(node)
@@ -1014,6 +1189,91 @@ class _Builder:
             out_dtype=self.dtype(out))
         shape = self.graph.tensors[out].shape
         return lambda v: conv(v.reshape(shape[0], channels, -1, 1)).reshape(shape)
+
+    def _grid_sample(self, node: Node) -> Step:
+        """`kernels_tensor.GridSample` of X's codes at the grid's codes (a stored grid has
+        codes of its own scale); the output keeps X's scale and type."""
+        graph, a = self.graph, node.attrs
+        x, grid, out = node.inputs[0], node.inputs[1], node.outputs[0]
+        mode = str(a.get("mode", "bilinear"))
+        height, width = graph.tensors[x].shape[2:]
+        sample = kernels_tensor.GridSample(
+            self.scale(grid), (height, width),
+            mode="bilinear" if mode == "linear" else cast(kernels_tensor.GridMode, mode),
+            padding_mode=cast(kernels_tensor.GridPadding, str(a.get("padding_mode", "zeros"))),
+            align_corners=bool(a.get("align_corners", 0)))
+        stored = None if not graph.is_const(grid) else to_codes(
+            np.asarray(graph.tensors[grid].value), self.scale(grid), self.q.tensors[grid].dtype)
+
+        def grid_sample_step(codes: Codes) -> None:
+            codes[out] = sample(codes[x], codes[grid] if stored is None else stored)
+        return grid_sample_step
+
+    def lstm_scales(self, node: Node, direction: int) -> kernels_tensor.LstmScales:
+        """The scales of one LSTM direction's inner tensors (`lstm_tensor`)."""
+        def scale(part: str) -> float:
+            return self.scale(lstm_tensor(node, direction, part))
+        pre = tuple(scale(f"pre_{g}") for g in "iofg")
+        gate = tuple(scale(g) for g in "iofg")
+        return kernels_tensor.LstmScales(
+            (pre[0], pre[1], pre[2], pre[3]), (gate[0], gate[1], gate[2], gate[3]),
+            scale("forget"), scale("update"), scale("c"), scale("tanh_c"), scale("h"))
+
+    def _lstm_state(self, node: Node, slot: int,
+                    part: str) -> Callable[[Codes], list[np.ndarray]]:
+        """The initial state of input `slot` (initial_h or initial_c) as codes of each
+        direction's state scale (`part` "h" or "c"), (B, H) per direction: zeros when the
+        node has none, a stored one quantised, a feature map's codes rescaled."""
+        graph, layer = self.graph, self.q.layers[node.name]
+        directions, hidden = layer.weight.shape[0], layer.weight.shape[1] // 4
+        scales = [self.scale(lstm_tensor(node, d, part)) for d in range(directions)]
+        name = node.inputs[slot] if len(node.inputs) > slot else ""
+        shape = (directions, 1, hidden)     # (D, B, H) or (B, D, H): the same for batch 1
+        if not name:
+            zeros = [np.zeros(shape[1:], np.int8) for _ in scales]
+            return lambda codes: zeros
+        if graph.is_const(name):
+            value = np.asarray(graph.tensors[name].value).reshape(shape)
+            stored = [to_codes(value[d], s, "int8") for d, s in enumerate(scales)]
+            return lambda codes: stored
+        rescales = [kernels.Rescale(self.scale(name), s) for s in scales]
+        return lambda codes: [rescale(v) for rescale, v in
+                              zip(rescales, codes[name].reshape(shape), strict=True)]
+
+    def _lstm(self, node: Node) -> Step:
+        """An LSTM of batch 1: each direction a `kernels_tensor.Lstm` over the sequence (a
+        backward one over it reversed), the outputs Y, Y_h, Y_c the hidden and cell codes
+        rescaled to their own scales (see the module)."""
+        graph, layer = self.graph, self.q.layers[node.name]
+        backward = optable.lstm_backward(node)
+        cells = [kernels_tensor.Lstm(layer.weight[d], layer.bias[d], layer.w_scales[d],
+                                     self.lstm_scales(node, d)) for d in range(len(backward))]
+        initial_h, initial_c = self._lstm_state(node, 5, "h"), self._lstm_state(node, 6, "c")
+        x_name = node.inputs[0]
+        x_shape = lstm_sequence(node, np.empty(graph.tensors[x_name].shape)).shape
+        outputs = [(k, name) for k, name in enumerate(node.outputs[:3]) if name]
+        rescales = {name: [kernels.Rescale(self.scale(lstm_tensor(node, d, "c" if k == 2
+                                                                   else "h")), self.scale(name))
+                           for d in range(len(backward))] for k, name in outputs}
+
+        def lstm_step(codes: Codes) -> None:
+            x = codes[x_name].reshape(x_shape)      # (T, 1, I): layout 1 is the same at batch 1
+            h0, c0 = initial_h(codes), initial_c(codes)
+            hs, cs = [], []
+            for d, cell in enumerate(cells):
+                h, c = cell(np.ascontiguousarray(x[::-1] if backward[d] else x), h0[d], c0[d])
+                hs.append(h)
+                cs.append(c)
+            for k, name in outputs:
+                if k == 0:      # Y: every step's h, in the input's time order
+                    parts = [r(h[::-1] if back else h) for r, h, back in
+                             zip(rescales[name], hs, backward, strict=True)]
+                    value = np.stack(parts, axis=1)
+                else:           # Y_h, Y_c: the state after the last step each direction ran
+                    value = np.stack([r(v[-1]) for r, v in
+                                      zip(rescales[name], hs if k == 1 else cs, strict=True)])
+                codes[name] = value.reshape(graph.tensors[name].shape)
+        return lstm_step
 
     def _split(self, node: Node) -> Step:
         x, outs = node.inputs[0], node.outputs

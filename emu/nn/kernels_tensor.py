@@ -1,15 +1,17 @@
 """Exact integer execution of the quantised BPU's tensor ops: what each computes, bit for bit.
 
 The companion of `emu/nn/kernels.py` for the ops that are neither elementwise nor pooling:
-`MatMul`, the reductions, arg max and min, `pad`, `resize_linear`, `depth_to_space`,
-`space_to_depth` and `topk`. Its module docstring is the spec this one extends: the same
-tensors (int8 or int16 codes, symmetric per-tensor scale, zero point 0), the same fixed-point
-multipliers and rounding (half away from zero), the same refusals (`QuantisationError`, one
-line saying why). `tests/nn/kernels_reference.py` restates every rule below with Python
-integers, loops and Fractions, and `tests/nn/test_kernels_tensor.py` checks that the two agree
-bit for bit. Everything here is NumPy over integer arrays (no Python loop per element) or a
-numba kernel of kernels.py; this module defines none, so `emu.jit`'s cache key, which covers
-the modules that define kernels and the emu modules those import, needs nothing from it.
+`MatMul`, the reductions, arg max and min, `pad`, `resize_linear`, `GridSample`,
+`depth_to_space`, `space_to_depth`, `topk` and the recurrent `Lstm`. Its module docstring
+is the spec this one extends: the same tensors (int8 or int16 codes, symmetric per-tensor
+scale, zero point 0), the same fixed-point multipliers and rounding (half away from zero),
+the same refusals (`QuantisationError`, one line saying why).
+`tests/nn/kernels_reference.py` restates every rule below with Python integers, loops and
+Fractions, and `tests/nn/test_kernels_tensor.py` checks that the two agree bit for bit.
+Everything here is NumPy over integer arrays (no Python loop per element, but one per LSTM
+time step, which depends on the step before) or a numba kernel of kernels.py; this module
+defines none, so `emu.jit`'s cache key, which covers the modules that define kernels and
+the emu modules those import, needs nothing from it.
 
 Axes are ints, negative ones counting from the end, as NumPy and ONNX take them.
 
@@ -96,11 +98,76 @@ taken rows first, then columns; integer sums are exact in any order. This is not
 to float bilinear interpolation: each Q15 weight is within 2**-16 of t, which moves the value
 by at most 2**-15 x (largest - smallest of the four codes), so out is within 1/2 + 2**-15 x 255
 < 1 LSB of the float value for int8 and within 2.5 LSB for int16.
+
+Grid sample
+-----------
+`GridSample` is ONNX GridSample (PyTorch's grid_sample) of an NCHW tensor X of H x W codes at
+the positions a grid gives: grid codes g of shape (N, OH, OW, 2), at the grid's own scale
+s_g, hold normalised coordinates n = g x s_g, x (along W) first, then y (along H); the
+output (N, C, OH, OW) has X's scale and type. Along an axis of length L the source
+coordinate is ONNX's denormalisation, (n + 1) L / 2 - 1/2 (align_corners 0) or
+(n + 1) (L - 1) / 2 (align_corners 1), which is g x a + (L - 1) / 2 with a = s_g x L / 2 or
+s_g x (L - 1) / 2. It is computed in Q15 fixed point (F = 15 fraction bits):
+
+    c = rounding_shift(g x M0, 31 + n) + (L - 1) x 2**14
+
+with (M0, n) the fixed-point multiplier of the real s_g x S x 2**14 (S = L or L - 1, the
+product evaluated in float64 in that order, which must lie in `quantize_multiplier`'s
+range: s_g x S < 2**16), and c = (L - 1) x 2**14 when S = 0 (L = 1 with align_corners).
+The one rounding is half away from zero at 2**-15 of a pixel. Then, with padding_mode
+"border", the coordinate is clamped to [0, (L - 1) x 2**15] (ONNX clamps a coordinate
+outside the border to [0, L - 1], and one inside [-1/2, 0) or (L - 1, L - 1/2] reads the
+edge pixel twice, which is the same); with "zeros", a tap outside the plane reads the
+code 0.
+- mode "bilinear": i0 = floor(c / 2**15), t = c - i0 x 2**15 (Q15, in [0, 2**15)), taps i0
+  and i0 + 1 with weights 2**15 - t and t along each axis, and
+
+      out = rounding_shift(sum over the 2 x 2 taps of q x wy x wx, 30)
+
+  (ties away from zero), a tap outside the plane reading 0 ("zeros") or the nearest edge
+  pixel ("border"). The weights sum to 2**30, so out lies between the smallest and largest
+  code read (0 included for "zeros"): same scale and type, no saturation; |sum| <= 2**45.
+  The Q15 coordinate is the exact one rounded to 2**-15 of a pixel (and off by the
+  multiplier's relative error of 2**-31), so each weight is within about 2**-16 of the
+  float one and out within about 1/2 + 2**-15 x 255 < 1 LSB of float interpolation at the
+  same grid codes for int8 codes, as `resize_linear` (tests/nn/test_kernels_tensor.py
+  checks this against onnx's reference).
+- mode "nearest": the index round(c / 2**15) with ties to even (NumPy's rint, which ONNX's
+  reference and PyTorch use), clamped to [0, L - 1] for "border"; for "zeros" an index
+  outside the plane gives the code 0. The output codes are X's codes (a pure gather).
+Modes "bicubic" and padding "reflection" are not computed (J5's BPU does not take them).
+
+LSTM
+----
+`Lstm` is one direction of ONNX LSTM with the default activations (sigmoid for the gates
+i, o, f, tanh for the cell candidate g and the output), no peepholes, no clip: the cell
+unrolled over the time steps into the BPU's primitives, as the toolchain unrolls it. All
+codes are int8 (J5's operator list gives LSTM no int16). Per step t, with x_t (B, I) the
+input codes and h (B, H), c (B, H) the state codes (at the hidden and cell scales):
+
+1. the four gate pre-activations, each a `FullyConnected` of u = [x_t | h] (the codes side
+   by side, (B, I + H)) with its H rows of the int8 weight (4H, I + H), in ONNX's gate order
+   i, o, f, g, its int32 bias and its per-row scales `w_scales`, requantised to the gate's
+   pre-activation scale. The x and h codes have different scales; the weight carries them:
+   row j is the quantisation of [W_j x s_x | R_j x s_h] (`emu/nn/quantize.py`), so one
+   accumulator unit of row j is worth w_scales[j] and the FC's input scale is 1. That
+   keeps one int32 accumulation per row (as a conv over the concatenated codes) at the
+   price of weight resolution for the smaller half of a row, whose absolute error is the
+   same as the larger half's.
+2. i, o, f = `Lut` sigmoid, g = `Lut` tanh of the pre-activations (pre-activation scale to
+   the gate's scale);
+3. f x c and i x g: `Mul`, each to its own scale; c' = `Add` of the two, to the cell scale;
+4. h' = o x `Lut` tanh(c') (the tanh to its scale, the product by `Mul` to the hidden scale).
+Every requantisation is the module's rule (fixed-point multipliers, half away from zero,
+saturation); the scales are `LstmScales`, calibrated per tensor like any other. The call
+gives every step's h and c codes; reversing the sequence (ONNX's reverse direction), the
+initial states and the outputs' scales are the caller's (`emu/nn/execute.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
@@ -109,6 +176,11 @@ import numpy as np
 from emu.nn.kernels import (
     ACC_MAX,
     Activation,
+    Add,
+    FixedPoint,
+    FullyConnected,
+    Lut,
+    Mul,
     QuantisationError,
     _activation_type,
     _bias,
@@ -118,6 +190,7 @@ from emu.nn.kernels import (
     _tensor,
     _w_scales,
     activation_bounds,
+    apply_multiplier,
     check_scale,
     divide_rounded,
     float64_is_exact,
@@ -129,7 +202,10 @@ Axes = int | Sequence[int] | None
 PadMode = Literal["constant", "edge", "reflect"]
 CoordinateMode = Literal["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                          "tf_half_pixel_for_nn"]
+GridMode = Literal["bilinear", "nearest"]
+GridPadding = Literal["zeros", "border"]
 RESIZE_WEIGHT_BITS = 15
+GRID_FRACTION_BITS = 15
 _INT8_PRODUCT_MAX = 2**14
 
 
@@ -463,3 +539,185 @@ def resize_linear(x: np.ndarray, sizes: tuple[int, int],
     rows = codes[:, :, y0, :] * wy0[:, None] + codes[:, :, y1, :] * wy1[:, None]   # <= 2**30
     total = rows[..., x0] * wx0 + rows[..., x1] * wx1                             # <= 2**45
     return divide_rounded(total, 2 ** (2 * RESIZE_WEIGHT_BITS)).astype(x.dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# Grid sample
+
+
+def _grid_axis(grid_scale: float, length: int, align_corners: bool) -> FixedPoint | None:
+    """The fixed point of grid code -> Q15 source coordinate along an axis of `length`
+    (None when the coordinate does not depend on the code: L = 1 with align_corners)."""
+    span = length - 1 if align_corners else length
+    if span == 0:
+        return None
+    return quantize_multiplier(grid_scale * span * 2.0 ** (GRID_FRACTION_BITS - 1))
+
+
+class GridSample:
+    """ONNX GridSample of an NCHW code tensor at the positions of a grid of codes (see the
+    module docstring): bilinear or nearest, padding zeros or border, X's scale and type."""
+
+    def __init__(self, grid_scale: float, in_hw: tuple[int, int], *,
+                 mode: GridMode = "bilinear", padding_mode: GridPadding = "zeros",
+                 align_corners: bool = False) -> None:
+        grid_scale = check_scale(grid_scale, "grid_scale")
+        if not (len(in_hw) == 2
+                and all(isinstance(v, int | np.integer) and v >= 1 for v in in_hw)):
+            raise QuantisationError(f"in_hw must be two positive ints, got {in_hw!r}")
+        if mode not in ("bilinear", "nearest"):
+            raise QuantisationError(f"unknown grid sample mode {mode!r} (bilinear, nearest)")
+        if padding_mode not in ("zeros", "border"):
+            raise QuantisationError(
+                f"unknown grid sample padding {padding_mode!r} (zeros, border)")
+        self.in_hw = (int(in_hw[0]), int(in_hw[1]))
+        self.mode = mode
+        self.padding_mode = padding_mode
+        self.axes = [_grid_axis(grid_scale, length, bool(align_corners))
+                     for length in self.in_hw]
+
+    def coordinates(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The Q15 source coordinates (y along H, x along W), int64 (N, OH, OW)."""
+        _tensor(grid, "grid", 4)
+        if grid.shape[3] != 2:
+            raise QuantisationError(f"a 2-D grid is (N, OH, OW, 2), got {grid.shape}")
+        found = []
+        for axis, (length, point) in enumerate(zip(self.in_hw, self.axes, strict=True)):
+            codes = grid[..., 1 - axis]               # the grid holds (x, y)
+            offset = (length - 1) << (GRID_FRACTION_BITS - 1)
+            if point is None:
+                found.append(np.full(codes.shape, offset, np.int64))
+            else:
+                found.append(apply_multiplier(codes, point) + offset)
+        return found[0], found[1]
+
+    def __call__(self, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
+        _tensor(x, "input")
+        if x.shape[2:] != self.in_hw:
+            raise QuantisationError(f"the layer samples {self.in_hw} planes, got {x.shape}")
+        y, z = self.coordinates(grid)
+        if grid.shape[0] != x.shape[0]:
+            raise QuantisationError(f"grid {grid.shape} and input {x.shape} differ in N")
+        one = 1 << GRID_FRACTION_BITS
+        if self.mode == "nearest":
+            iy, ix = _round_half_even(y), _round_half_even(z)
+            return self._gather(x, iy, ix).astype(x.dtype)
+        if self.padding_mode == "border":
+            y = np.clip(y, 0, (self.in_hw[0] - 1) * one)
+            z = np.clip(z, 0, (self.in_hw[1] - 1) * one)
+        y0, z0 = y >> GRID_FRACTION_BITS, z >> GRID_FRACTION_BITS      # floors
+        ty = (y - (y0 << GRID_FRACTION_BITS))[:, None]                  # (N, 1, OH, OW)
+        tz = (z - (z0 << GRID_FRACTION_BITS))[:, None]
+        total = (self._gather(x, y0, z0) * (one - ty) * (one - tz)
+                 + self._gather(x, y0, z0 + 1) * (one - ty) * tz
+                 + self._gather(x, y0 + 1, z0) * ty * (one - tz)
+                 + self._gather(x, y0 + 1, z0 + 1) * ty * tz)               # |.| <= 2**45
+        return divide_rounded(total, 1 << (2 * GRID_FRACTION_BITS)).astype(x.dtype)
+
+    def _gather(self, x: np.ndarray, iy: np.ndarray, ix: np.ndarray) -> np.ndarray:
+        """int64 (N, C, OH, OW): x at rows iy, columns ix (N, OH, OW); outside the plane 0
+        ("zeros") or the nearest edge pixel ("border")."""
+        height, width = self.in_hw
+        inside = (iy >= 0) & (iy < height) & (ix >= 0) & (ix < width)
+        batch = np.arange(x.shape[0])[:, None, None]
+        taps = x[batch, :, np.clip(iy, 0, height - 1), np.clip(ix, 0, width - 1)]
+        taps = np.moveaxis(taps, 3, 1).astype(np.int64)                  # (N, C, OH, OW)
+        if self.padding_mode == "zeros":
+            taps = np.where(inside[:, None], taps, 0)
+        return taps
+
+
+def _round_half_even(q15: np.ndarray) -> np.ndarray:
+    """Q15 values to the nearest integer, ties to even (NumPy's rint), exactly."""
+    whole = q15 >> GRID_FRACTION_BITS
+    rest = q15 - (whole << GRID_FRACTION_BITS)
+    half = 1 << (GRID_FRACTION_BITS - 1)
+    return whole + ((rest > half) | ((rest == half) & (whole % 2 == 1)))
+
+
+# ---------------------------------------------------------------------------------------
+# LSTM
+
+
+@dataclass(frozen=True)
+class LstmScales:
+    """The scales of one LSTM direction's codes (see the module docstring): the gate
+    pre-activations and the gates (i, o, f, g, ONNX's order), f x c (`forget`), i x g
+    (`update`), the cell state c, tanh(c) and the hidden state h."""
+
+    pre: tuple[float, float, float, float]
+    gate: tuple[float, float, float, float]
+    forget: float
+    update: float
+    c: float
+    tanh_c: float
+    h: float
+
+    def __post_init__(self) -> None:
+        if len(self.pre) != 4 or len(self.gate) != 4:
+            raise QuantisationError("an LSTM has four gate pre-activation and gate scales")
+        for name in ("forget", "update", "c", "tanh_c", "h"):
+            check_scale(getattr(self, name), name)
+        for k in range(4):
+            check_scale(self.pre[k], f"pre[{k}]")
+            check_scale(self.gate[k], f"gate[{k}]")
+
+
+_GATE_FUNCTIONS = ("sigmoid", "sigmoid", "sigmoid", "tanh")    # i, o, f, g
+
+
+class Lstm:
+    """One direction of ONNX LSTM (default activations) on int8 codes, unrolled over the
+    time steps (see the module docstring). weight: int8 (4H, I + H), the rows of
+    [W x s_x | R x s_h] quantised per row; bias: int32 (4H,) or None, in each row's
+    accumulator scale; w_scales: the value of one accumulator unit of each row."""
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None,
+                 w_scales: float | Sequence[float] | np.ndarray, scales: LstmScales) -> None:
+        weight = _tensor(weight, "weight", 2, np.dtype(np.int8))
+        rows, depth = weight.shape
+        hidden = rows // 4
+        if rows == 0 or rows % 4 or depth <= hidden:
+            raise QuantisationError(
+                f"an LSTM weight is (4H, I + H) with I, H >= 1, got {weight.shape}")
+        self.hidden = hidden
+        self.inputs = depth - hidden
+        bias_rows = _bias(bias, rows)
+        scale_rows = np.asarray(_w_scales(w_scales, rows))
+        part = [slice(k * hidden, (k + 1) * hidden) for k in range(4)]
+        self.gates = [FullyConnected(weight[p], bias_rows[p], in_scale=1.0,
+                                     w_scales=scale_rows[p], out_scale=scales.pre[k])
+                      for k, p in enumerate(part)]
+        self.activations = [Lut.from_function(f, scales.pre[k], scales.gate[k])
+                            for k, f in enumerate(_GATE_FUNCTIONS)]
+        gate_i, gate_o, gate_f, gate_g = scales.gate
+        self.forget = Mul(gate_f, scales.c, scales.forget)
+        self.update = Mul(gate_i, gate_g, scales.update)
+        self.cell = Add(scales.forget, scales.update, scales.c)
+        self.tanh_c = Lut.from_function("tanh", scales.c, scales.tanh_c)
+        self.output = Mul(gate_o, scales.tanh_c, scales.h)
+
+    def __call__(self, x: np.ndarray, h0: np.ndarray,
+                 c0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(h, c) codes of every step, (T, B, H) each, from x (T, B, I) and the initial
+        states h0, c0 (B, H), all int8, the steps taken in x's order."""
+        _tensor(x, "x", 3, np.dtype(np.int8))
+        steps, batch, inputs = x.shape
+        for name, state in (("h0", h0), ("c0", c0)):
+            _tensor(state, name, 2, np.dtype(np.int8))
+            if state.shape != (batch, self.hidden):
+                raise QuantisationError(
+                    f"{name} must be {(batch, self.hidden)}, got {state.shape}")
+        if inputs != self.inputs:
+            raise QuantisationError(f"the layer takes {self.inputs} inputs, x has {inputs}")
+        hs = np.empty((steps, batch, self.hidden), np.int8)
+        cs = np.empty((steps, batch, self.hidden), np.int8)
+        h, c = h0, c0
+        for t in range(steps):           # each step needs the one before: no batching
+            u = np.concatenate([x[t], h], axis=1)
+            i, o, f, g = (act(fc(u)) for fc, act in zip(self.gates, self.activations,
+                                                         strict=True))
+            c = self.cell(self.forget(f, c), self.update(i, g))
+            h = self.output(o, self.tanh_c(c))
+            hs[t], cs[t] = h, c
+        return hs, cs

@@ -17,6 +17,19 @@
   constants (LUT tables, per-channel scales) are part of the op's configuration, not
   weights read from DDR.
 - MaxPool, AveragePool, GlobalAveragePool: "pool", one MAC per window tap.
+- GridSample: "move", a gather of the taps it interpolates per output element (2 x 2 for
+  bilinear, 1 for nearest), at the rate of data movement: each output element reads its
+  neighbours at positions the grid gives, so the op is bound by those scattered reads, not
+  by its few multiplies (the Q15 coordinate per output position and the 4 weights per
+  element). It reads X and the grid, (N, OH, OW, 2) with the coordinate pair as channels.
+- LSTM: two layer groups, each of T x D dependent passes (T steps, D directions: every
+  step needs the hidden state of the one before; see `passes` in `emu/bpu/timing.py`):
+  the gate matmuls ("dense": the 4H gate rows over the I + H inputs x_t and h_{t-1}, the
+  int8 weights W and R and the int32 bias), then the cell update `<name>.cell`
+  ("elementwise", `LSTM_CELL_OPS` operations per hidden unit and step). Sequences are
+  rows of tokens (T x B tokens of I or H channels), as an FC's operand; the cell group
+  writes the hidden-state sequence (Y, or `<name>#h` when Y is not an output), which Y_h
+  and Y_c are read as (their bytes overestimated by the sequence length).
 - Preprocess (an image input's colour conversion and normalisation): "elementwise", one
   op per output element, reading the uint8 image (its bytes as one row per frame).
 - Resize: "resize". Concat, Transpose, Slice, Gather: "move" (a copy of the output).
@@ -50,6 +63,9 @@ from emu.nn.placement import Segment
 
 _FUSE_INTO = {"Conv", "FC", "ConvTranspose"}
 _BIAS_BYTES = 4  # the BPU accumulates in int32 and adds an int32 bias
+# An LSTM step's work per hidden unit after the gate matmuls: the four gate LUTs (sigmoid
+# i, o, f, tanh g), f x c, i x g, their sum, tanh(c) and o x tanh(c).
+LSTM_CELL_OPS = 9
 
 
 def _elem_bytes(dtypes: Mapping[str, str], name: str) -> int:
@@ -102,6 +118,9 @@ class _Builder:
                 view = _nhwc(source.name, self.graph.tensors[name].shape, source.elem_bytes)
                 self.views[name] = view
             return
+        if kind == "recurrent":  # several outputs, any of them omitted
+            self._lstm(node)
+            return
         out = self.ref(out_name)
         if kind == "preprocess":  # uint8 pixels in, one row per frame whatever the layout
             image = self.graph.tensors[node.inputs[0]].shape
@@ -125,10 +144,37 @@ class _Builder:
             kh, kw = self._window(node, ins[0])
             self.layers.append(LayerGroup(node.name, op, "pool", out, ins, kernel_h=kh,
                                           kernel_w=kw))
+        elif kind == "sample":
+            n, oh, ow, pair = self.graph.tensors[node.inputs[1]].shape   # (x, y) as channels
+            taps = 1 if str(node.attrs.get("mode", "bilinear")) == "nearest" else 2
+            ins = (ins[0], TensorRef(node.inputs[1], n, oh, ow, pair,
+                                     _elem_bytes(self.dtypes, node.inputs[1])))
+            self.layers.append(LayerGroup(node.name, op, "move", out, ins, kernel_h=taps,
+                                          kernel_w=taps))
         elif op_class in ("resize", "move"):
             self.layers.append(LayerGroup(node.name, op, op_class, out, ins))
         else:
             raise InputError(f"node {node.name}: no BPU cost model for op {op}")
+
+    def _lstm(self, node: Node) -> None:
+        """An LSTM's gate matmuls and cell update (see the module)."""
+        graph = self.graph
+        x = graph.tensors[node.inputs[0]].shape
+        steps, batch = (x[1], x[0]) if int(node.attrs.get("layout", 0)) else (x[0], x[1])
+        directions, rows, hidden = graph.tensors[node.inputs[2]].shape
+        passes = steps * directions
+        reads = tuple(TensorRef(self.ref(n).name, 1, 1, math.prod(graph.tensors[n].shape[:-1]),
+                                graph.tensors[n].shape[-1], self.ref(n).elem_bytes)
+                      for n in node.inputs if n and not graph.is_const(n))
+        gates = TensorRef(f"{node.name}#gates", 1, 1, passes * batch, rows)
+        weights = directions * rows * (x[2] + hidden) + directions * rows * _BIAS_BYTES
+        self.layers.append(LayerGroup(node.name, node.op, "dense", gates, reads,
+                                      cin=x[2] + hidden, weight_bytes=weights, passes=passes))
+        first = node.outputs[0] if node.outputs and node.outputs[0] else f"{node.name}#h"
+        states = TensorRef(first, 1, 1, passes * batch, hidden)
+        self.layers.append(LayerGroup(f"{node.name}.cell", f"{node.op}.cell", "elementwise",
+                                      states, (gates,), cin=LSTM_CELL_OPS, passes=passes))
+        self.views.update((name, states) for name in node.outputs if name)
 
     def _window(self, node: Node, x: TensorRef) -> tuple[int, int]:
         """The taps a pool or reduction reads per output element."""

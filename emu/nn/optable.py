@@ -29,6 +29,11 @@ emu's own fused ops (FC, Silu, ScaleShift, Preprocess).
 - "binary": Add, Sub, Mul, Div, Max, Sum: its own output scale;
 - "pool", "reduce": windows and reductions; "index": ArgMax/ArgMin (int64 indices out);
 - "resize": Resize and Upsample, scale kept;
+- "sample": GridSample, X's codes interpolated (or picked) at the positions a grid of
+  codes gives, scale kept; its cost is a gather of the 4 neighbours (or 1) per output
+  element, timed as data movement;
+- "recurrent": LSTM, the cell unrolled over the time steps into gate matmuls, LUT
+  activations and elementwise state updates, each step waiting for the one before;
 - "move": data movement that keeps every code as it is (the op applied to the codes
   gives the output codes); Concat rescales its inputs to one output scale;
 - "alias": a view of the same memory (Reshape and friends, Split's parts);
@@ -49,12 +54,13 @@ Check = Callable[[Graph, Node], "str | None"]
 
 WHERE = ("bpu", "cpu", "fold", "unsupported")
 KINDS = ("conv", "matmul", "affine", "lut", "clamp", "binary", "pool", "reduce", "index",
-         "resize", "move", "alias", "preprocess", "")
+         "resize", "sample", "recurrent", "move", "alias", "preprocess", "")
 # The BPU cost model's class of each kind (emu/bpu/timing.py OP_CLASSES); "" costs nothing.
 COST_CLASS = {"conv": "dense", "matmul": "dense", "affine": "elementwise",
               "lut": "elementwise", "clamp": "elementwise", "binary": "elementwise",
               "pool": "pool", "reduce": "pool", "index": "pool", "resize": "resize",
-              "move": "move", "alias": "", "preprocess": "elementwise"}
+              "sample": "move", "recurrent": "dense", "move": "move", "alias": "",
+              "preprocess": "elementwise"}
 
 # General limits of a BPU tensor (the list's notes): the highest dimension and the others.
 HIGHEST_DIM_MAX = 4096
@@ -76,6 +82,9 @@ ARG_CHANNELS_MAX = 64
 REDUCE_AXIS_MAX = 8192
 GRID_SIDE_MAX = 1024
 GRID_AREA_MAX = 720 * 1024
+GRID_MODES = ("bilinear", "linear", "nearest")  # "linear" is opset 20's name of bilinear
+GRID_PADDINGS = ("zeros", "border")
+LSTM_ACTIVATIONS = ("sigmoid", "tanh", "tanh")  # ONNX's defaults: f, g, h
 # The coordinate modes of a linear Resize the BPU's fixed-point resize computes.
 LINEAR_RESIZE_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners",
                        "tf_half_pixel_for_nn")
@@ -421,27 +430,50 @@ def _grid_sample(graph: Graph, node: Node) -> str | None:
     shape = _shape(graph, node.inputs[0])
     if len(shape) != 4:
         return f"a {len(shape)}-D input (the BPU samples NCHW)"
-    if str(node.attrs.get("mode", "bilinear")) not in ("bilinear", "linear", "nearest"):
-        return f"mode {node.attrs.get('mode')}"
-    if str(node.attrs.get("padding_mode", "zeros")) not in ("zeros", "border"):
-        return f"padding_mode {node.attrs.get('padding_mode')}"
+    if graph.is_const(node.inputs[0]):
+        return "a stored X (the BPU samples a feature map)"
+    if str(node.attrs.get("mode", "bilinear")) not in GRID_MODES:
+        return f"mode {node.attrs.get('mode')} (the BPU samples bilinear or nearest)"
+    if str(node.attrs.get("padding_mode", "zeros")) not in GRID_PADDINGS:
+        return f"padding_mode {node.attrs.get('padding_mode')} (the BPU pads zeros or border)"
     if max(shape[2:]) > GRID_SIDE_MAX or shape[2] * shape[3] > GRID_AREA_MAX:
         return f"H, W {shape[2:]} over {GRID_SIDE_MAX} or H*W over {GRID_AREA_MAX}"
     return None
 
 
+def lstm_backward(node: Node) -> tuple[bool, ...]:
+    """Per direction of an LSTM, whether it runs the sequence from its end (ONNX's
+    "reverse", and the second direction of "bidirectional")."""
+    direction = str(node.attrs.get("direction", "forward"))
+    return {"forward": (False,), "reverse": (True,)}.get(direction, (False, True))
+
+
 def _lstm(graph: Graph, node: Node) -> str | None:
+    """J5's batch-1 rule, and what emu's integer LSTM computes (kernels_tensor.Lstm)."""
     shape = _shape(graph, node.inputs[0])
     layout = int(node.attrs.get("layout", 0))
     batch = shape[1] if layout == 0 else shape[0]
-    return f"batch {batch} (the BPU's LSTM takes batch 1)" if batch != 1 else None
-
-
-def _not_yet(what: str) -> Check:
-    """A BPU operator emu does not compute on the BPU yet: the CPU runs it, saying so."""
-    def check(graph: Graph, node: Node) -> str | None:
-        return f"emu has no integer {what} yet (J5 runs it on the BPU)"
-    return check
+    if batch != 1:
+        return f"batch {batch} (the BPU's LSTM takes batch 1)"
+    stored = [n for n in node.inputs[1:4] if n and not graph.is_const(n)]
+    if stored:
+        return f"{stored[0]!r} is not constant (the BPU's LSTM stores W, R and B)"
+    given = node.attrs.get("activations")
+    if given is not None and tuple(str(a).lower() for a in given) \
+            != LSTM_ACTIVATIONS * len(lstm_backward(node)):
+        return f"activations {tuple(given)} (the BPU's LSTM takes Sigmoid, Tanh, Tanh)"
+    if "clip" in node.attrs:
+        return "clip (the BPU's LSTM does not clip its cell input)"
+    if int(node.attrs.get("input_forget", 0)):
+        return "input_forget (the BPU's LSTM has separate input and forget gates)"
+    peepholes = _const_value(graph, node, 7)
+    if len(node.inputs) > 7 and node.inputs[7] and (peepholes is None or peepholes.any()):
+        return "peepholes P (the BPU's LSTM has none)"
+    lengths = _const_value(graph, node, 4)
+    steps = shape[0] if layout == 0 else shape[1]
+    if len(node.inputs) > 4 and node.inputs[4] and (lengths is None or (lengths != steps).any()):
+        return f"sequence_lens shorter than the {steps} steps (the BPU runs every step)"
+    return None
 
 
 def _gemm(graph: Graph, node: Node) -> str | None:
@@ -559,11 +591,12 @@ def _rows() -> list[OpRule]:
         OpRule("Resize", "bpu", "resize", "NCHW, H and W only; nearest by powers of two "
                "(H factor <= W factor) or linear", True, _all(_general, _resize)),
         OpRule("Upsample", "bpu", "resize", "as Resize", True, _all(_general, _resize)),
-        OpRule("GridSample", "bpu", "move", "NCHW; bilinear or nearest; padding zeros or "
+        OpRule("GridSample", "bpu", "sample", "NCHW; bilinear or nearest; padding zeros or "
                "border; H, W <= 1024, H*W <= 720*1024", False,
-               _all(_general, _grid_sample, _not_yet("GridSample"))),
-        OpRule("LSTM", "bpu", "matmul", "batch 1", False,
-               _all(_lstm, _not_yet("LSTM"))),
+               _all(_general, _grid_sample)),
+        OpRule("LSTM", "bpu", "recurrent", "batch 1 (emu: forward, reverse or "
+               "bidirectional; default activations; stored W, R, B; no clip, input_forget, "
+               "peepholes or shorter sequence_lens)", False, _all(_general, _lstm)),
         OpRule("Preprocess", "bpu", "preprocess", "emu's image input conversion", False,
                None, extension=True),
         OpRule("Softmax", "cpu", "", _CPU_ON_REQUEST + "; emu's --dsp-softmax runs it on "

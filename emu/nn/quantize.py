@@ -32,7 +32,9 @@ channels differ in scale (per-tensor scales with channels of very different magn
 the median is then that of the large channels.
 Where int16 is allowed: the kernels take it for Conv, FC, Add, Concat, pools, resize and
 the code-preserving ops; tensors a LUT op (Sigmoid, Silu, HardSigmoid) reads or writes
-stay int8, and so does every tensor that reaches one through code-preserving ops. The
+stay int8, and so does every tensor that reaches one through code-preserving ops. So do
+the inputs, outputs and inner tensors of the ops J5's list gives no int16 that emu's
+kernels compute in int8 only (`INT8_KINDS`: LSTM and GridSample). The
 outputs of code-preserving ops (see emu/nn/execute.py) take their input's scale and type;
 every other BPU output, and every BPU segment input, has its own. Raw inputs (the uint8
 image a Preprocess node reads) have no codes.
@@ -57,6 +59,14 @@ grid over its whole range (a class map varying by a fraction of its bias prior w
 only a few codes of it). The tensor's QTensor still holds the int8 scale calibration gave;
 its code type is "int32" (4 bytes an element for the DMA and the CPU's dequantize).
 
+LSTM weights (`_lstm_layer`): per direction, the rows of [W x s_x | R x s_h] (the input's
+scale and the direction's hidden-state scale folded in, so that the x and h codes side by
+side multiply them directly; see `emu/nn/kernels_tensor.py`), quantised per row as above
+with input scale 1, each gate's rows against its pre-activation scale; the bias is
+Wb + Rb. The scales of the LSTM's inner tensors (gates, cell and hidden state: the hidden
+state's covers initial_h and every step's h, the cell state's likewise) come from
+calibration, which measures every node's `execute.intermediates`.
+
 `QuantModel.to_arrays()` gives (meta, arrays): meta is JSON (scales as floats, which JSON
 round-trips exactly), arrays the weights, biases and weight scales; `from_arrays(meta,
 arrays, graph)` rebuilds the same model on the graph it was made from.
@@ -75,7 +85,7 @@ from typing import Any
 import numpy as np
 
 from emu.errors import InputError
-from emu.nn import execute
+from emu.nn import execute, optable
 from emu.nn.graph import Graph, Node
 from emu.nn.placement import Segment
 
@@ -88,6 +98,7 @@ WEIGHTED = frozenset({"Conv", "FC", "ConvTranspose"})
 BIAS_LIMIT = 2**30
 MULTIPLIER_FLOOR = 2.0**-31
 LAYER_PARTS = ("weight", "bias", "w_scales")  # the fields of Layer, in order
+INT8_KINDS = frozenset({"recurrent", "sample"})  # LSTM, GridSample: no int16 in J5's list
 
 
 @dataclass(frozen=True)
@@ -105,8 +116,9 @@ class TensorStats:
 
 @dataclass(frozen=True)
 class Calibration:
-    """TensorStats of every feature map a BPU node reads or writes (and of each residual
-    Conv's intermediate, `<output>#conv`), from `samples` feeds."""
+    """TensorStats of every feature map a BPU node reads or writes (and of the tensors
+    inside a node, `execute.intermediates`: a residual Conv's `<output>#conv`, an LSTM's
+    gates and states), from `samples` feeds."""
 
     stats: dict[str, TensorStats]
     samples: int
@@ -226,11 +238,11 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
     if not samples:
         raise InputError("calibration needs at least one sample")
     watched: set[str] = set()
-    residual = {}
+    inner = set()
     for node in bpu_nodes(graph, segments):
         watched.update(n for n in (*node.inputs, *node.outputs) if n and not graph.is_const(n))
-        if node.residual:
-            residual[node.name] = node.outputs[0] + "#conv"
+        if execute.intermediates(graph, node):
+            inner.add(node.name)
     peak: dict[str, float] = {}
     medians: dict[str, list[float]] = {}
 
@@ -250,9 +262,9 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
         for node in graph.nodes:
             ins = execute.node_inputs(graph, node, values)
             values.update(zip(node.outputs, execute.float_node(graph, node, ins), strict=True))
-            if node.name in residual:
-                pre = execute.float_node(graph, node, ins, pre_residual=True)[0]
-                observe(residual[node.name], pre)
+            if node.name in inner:
+                for name, value in execute.intermediate_values(graph, node, ins).items():
+                    observe(name, value)
             for name in node.outputs:
                 if name in watched:
                     observe(name, values[name])
@@ -266,20 +278,27 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
 
 
 def _int8_only(graph: Graph, nodes: Sequence[Node]) -> set[str]:
-    """Tensors LUT ops read or write, followed back through code-preserving ops."""
+    """Tensors LUT ops read or write, and those of the ops J5's list gives no int16 (LSTM,
+    GridSample: their inputs, outputs and inner tensors), inputs followed back through
+    code-preserving ops."""
     producers = graph.producers()
     pinned: set[str] = set()
     for node in nodes:
-        if not execute.is_lut(node):
+        if execute.is_lut(node):
+            reads = [node.inputs[0]]
+        elif optable.kind(node.op) in INT8_KINDS:
+            reads = [n for n in node.inputs if n and not graph.is_const(n)]
+            pinned.update(execute.intermediates(graph, node))
+        else:
             continue
-        pinned.add(node.outputs[0])
-        name = node.inputs[0]
-        while name not in pinned:
-            pinned.add(name)
-            source = producers.get(name)
-            if source is None or not execute.code_preserving(source):
-                break
-            name = source.inputs[0]
+        pinned.update(n for n in node.outputs if n)
+        for name in reads:
+            while name not in pinned:
+                pinned.add(name)
+                source = producers.get(name)
+                if source is None or not execute.code_preserving(source):
+                    break
+                name = source.inputs[0]
     return pinned
 
 
@@ -340,21 +359,22 @@ def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration
         for name in node.inputs:
             if name and not graph.is_const(name) and name not in tensors:
                 own(name)
-        if execute.code_preserving(node):
-            tensors.update((out, tensors[node.inputs[0]]) for out in node.outputs
-                           if out and graph.tensors[out].dtype.startswith("float"))
-            continue
         if execute.quantised_constants(graph, node):
             kept = tensors[next(n for n in node.inputs if not graph.is_const(n))].dtype
             for name in execute.quantised_constants(graph, node):
                 peak = float(np.abs(np.asarray(graph.tensors[name].value, np.float64)).max())
                 tensors[name] = QTensor(peak / CODE_MAX[kept] if peak > 0 else 1.0, kept)
+        if execute.code_preserving(node):
+            tensors.update((out, tensors[node.inputs[0]]) for out in node.outputs
+                           if out and graph.tensors[out].dtype.startswith("float"))
+            continue
         for out in node.outputs:
             own(out)
-        out = node.outputs[0]
-        if node.residual:
-            own(out + "#conv")
-        if node.op in WEIGHTED or execute.is_channel_affine(graph, node):
+        for name in execute.intermediates(graph, node):
+            own(name)
+        if node.op == "LSTM":
+            layers[node.name] = _lstm_layer(graph, node, tensors)
+        elif node.op in WEIGHTED or execute.is_channel_affine(graph, node):
             layers[node.name] = _layer(graph, node, tensors)
     model = QuantModel(graph, list(segments), tensors, layers, int16)
     execute.prepare(model)  # a layer the kernels cannot execute fails here, not at run time
@@ -377,6 +397,27 @@ def _layer(graph: Graph, node: Node, tensors: dict[str, QTensor]) -> Layer:
     if node.op == "ConvTranspose":
         weight, _ = execute.deconv_as_conv(node, np.asarray(weight))
     return quantize_weights(weight, bias, in_scale, out_scale)
+
+
+def _lstm_layer(graph: Graph, node: Node, tensors: dict[str, QTensor]) -> Layer:
+    """An LSTM's weights as kernels_tensor.Lstm takes them, per direction (the arrays'
+    first axis): the rows of [W x s_x | R x s_h] (s_h the direction's hidden-state scale)
+    quantised per row as `quantize_weights` does with input scale 1, each gate's rows
+    against that gate's pre-activation scale; the bias Wb + Rb in each row's scale."""
+    w, r, bias = execute.lstm_weights(graph, node)
+    x_scale = tensors[node.inputs[0]].scale
+    hidden = r.shape[2]
+    parts = []
+    for d in range(w.shape[0]):
+        h_scale = tensors[execute.lstm_tensor(node, d, "h")].scale
+        rows = np.concatenate([w[d] * x_scale, r[d] * h_scale], axis=1)
+        gates = [quantize_weights(
+            rows[k * hidden:(k + 1) * hidden], bias[d, k * hidden:(k + 1) * hidden], 1.0,
+            tensors[execute.lstm_tensor(node, d, f"pre_{gate}")].scale)
+            for k, gate in enumerate("iofg")]
+        parts.append([np.concatenate([getattr(g, part) for g in gates])
+                      for part in LAYER_PARTS])
+    return Layer(*(np.stack([p[k] for p in parts]) for k in range(len(LAYER_PARTS))))
 
 
 # ---------------------------------------------------------------------------------------

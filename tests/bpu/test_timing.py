@@ -113,6 +113,25 @@ def test_a_layer_takes_the_slower_of_compute_and_ddr_plus_its_fixed_cost():
     assert cost.fixed_ps == 7000 and cost.time_ps == 20_000_000 + 7000
 
 
+def test_dependent_passes_pad_each_slice_and_pay_the_fixed_cost_each():
+    """An LSTM's gate matmuls: 10 steps of a batch-1 matrix-vector product, 32 outputs over
+    48 inputs, each step a one-column slice of the output's W."""
+    x = TensorRef("x", 1, 1, 10, 16)
+    gates = TensorRef("gates", 1, 1, 10, 32)
+    steps = LayerGroup("lstm", "LSTM", "dense", gates, (x,), cin=48, passes=10)
+    assert steps.macs == 10 * 32 * 48
+    padded = dataclasses.replace(BPU, align_w=8, layer_overhead_cycles=7)
+    assert padded_macs(steps, padded) == 10 * 8 * 32 * 48     # each step alone in 8 lanes
+    one_pass = dataclasses.replace(steps, passes=1)
+    assert padded_macs(one_pass, padded) == 16 * 32 * 48      # all steps side by side
+    (cost,) = layer_costs([steps], padded)
+    assert cost.fixed_ps == 10 * 7000
+    with pytest.raises(ValueError, match="3 passes do not split"):
+        dataclasses.replace(steps, passes=3)
+    with pytest.raises(ValueError, match="positive"):
+        dataclasses.replace(steps, passes=0)
+
+
 def test_split_function_calls_keeps_each_call_under_the_limit():
     layers = chain([64] * 5 + [1])
     assert split_function_calls(layers, BPU) == [(0, 6)]

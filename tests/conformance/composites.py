@@ -31,6 +31,15 @@ well under a millisecond. `CASES` maps each name to its builder.
   (0.5 x (1 + erf(x / sqrt 2)), as torch.onnx writes it before opset 20), residual Add.
   One head; `attention_block_multihead` splits D into 2 heads with Reshape and
   Transpose (scores [1, heads, N, N]) and merges them back.
+- `lstm_sequence`: a two-layer sequence model as torch.onnx exports nn.LSTM, opset 14, on
+  [T, 1, I] = [12, 1, 16]: an LSTM of hidden size 24 with stored zero initial states (the
+  exporter's), its Y squeezed to [T, 1, 24]; a bidirectional LSTM of 16, its Y [T, 2, 1,
+  16] merged to [T, 1, 32] (Transpose, Reshape) and classified per step by nn.Linear; the
+  second layer's Y_h is an output too. PyTorch's initialisation: uniform in +-1 / sqrt(H).
+- `grid_sample_warp`: a flow warp, opset 16: a 3x3 conv's features on a 16x16 map, a
+  flow head (3x3 conv to 2 channels, Tanh, Transpose to [1, 16, 16, 2]) scaled to offsets
+  of at most 2 pixels and added to the identity grid (align_corners 0), GridSample
+  (bilinear, zeros) of the features at those positions, a 1x1 conv.
 """
 
 from __future__ import annotations
@@ -270,7 +279,63 @@ def attention_block_multihead(seed: int = 0) -> onnx.ModelProto:
     return _attention_block("attention_block_multihead", seed, heads=2)
 
 
+def _lstm_layer(g: _Graph, x: str, d_in: int, hidden: int, name: str,
+                direction: str = "forward") -> tuple[str, str]:
+    """nn.LSTM's layer as torch.onnx writes it: W, R and B in ONNX's gate order, stored
+    zero initial states; (Y, Y_h)."""
+    directions = 2 if direction == "bidirectional" else 1
+    bound = 1 / math.sqrt(hidden)
+
+    def uniform(part: str, shape: tuple[int, ...]) -> str:
+        return g.constant(f"{name}.{part}",
+                          g.rng.uniform(-bound, bound, shape).astype(np.float32))
+    w = uniform("W", (directions, 4 * hidden, d_in))
+    r = uniform("R", (directions, 4 * hidden, hidden))
+    b = uniform("B", (directions, 8 * hidden))
+    zeros = np.zeros((directions, 1, hidden), np.float32)
+    h0, c0 = g.constant(f"{name}.h0", zeros), g.constant(f"{name}.c0", zeros)
+    y, y_h = f"{name}.Y", f"{name}.Y_h"
+    g.nodes.append(helper.make_node("LSTM", [x, w, r, b, "", h0, c0], [y, y_h], name=name,
+                                    hidden_size=hidden, direction=direction))
+    return y, y_h
+
+
+def lstm_sequence(seed: int = 0) -> onnx.ModelProto:
+    g = _Graph("lstm_sequence", seed)
+    steps, d_in, hidden1, hidden2, classes = 12, 16, 24, 16, 8
+    x = g.input("sequence", [steps, 1, d_in])
+    y, _ = _lstm_layer(g, x, d_in, hidden1, "lstm1")
+    axis = g.constant("lstm1.squeeze_axes", np.array([1], np.int64))
+    y = g.node("Squeeze", [y, axis], "lstm1.squeeze")
+    y, y_h = _lstm_layer(g, y, hidden1, hidden2, "lstm2", "bidirectional")
+    merged = g.constant("lstm2.merged", np.array([steps, 1, 2 * hidden2], np.int64))
+    y = g.node("Reshape", [g.node("Transpose", [y], "lstm2.t", perm=[0, 2, 1, 3]), merged],
+               "lstm2.merge")
+    g.outputs += [g.linear(y, 2 * hidden2, classes, "classifier"), y_h]
+    return g.model(14)
+
+
+def grid_sample_warp(seed: int = 0) -> onnx.ModelProto:
+    g = _Graph("grid_sample_warp", seed)
+    size = 16
+    x = g.input("input", [1, 8, size, size])
+    features = g.conv(x, 16, 3, "features", act="Relu")
+    flow = g.node("Tanh", [g.conv(features, 2, 3, "flow")], "flow.tanh")
+    flow = g.node("Transpose", [flow], "flow.nhwc", perm=[0, 2, 3, 1])
+    reach = g.constant("flow.reach", np.array(2 * 2 / size, np.float32))  # 2 pixels
+    centres = (2 * np.arange(size) + 1) / size - 1         # align_corners 0: pixel centres
+    identity = np.stack(np.meshgrid(centres, centres), axis=-1)[None].astype(np.float32)
+    grid = g.node("Add", [g.node("Mul", [flow, reach], "flow.scaled"),
+                          g.constant("flow.identity", identity)], "grid")
+    warped = g.node("GridSample", [features, grid], "warp", mode="bilinear",
+                    padding_mode="zeros", align_corners=0)
+    g.channels[warped] = 16
+    g.outputs.append(g.conv(warped, 8, 1, "head"))
+    return g.model(16)
+
+
 CASES: dict[str, Callable[..., onnx.ModelProto]] = {
     fn.__name__: fn for fn in (se_block, mobilenetv3_block, mobilenetv3_block_hardswish,
                                yolov5_neck, fpn_topdown, fpn_topdown_align_corners,
-                               attention_block, attention_block_multihead)}
+                               attention_block, attention_block_multihead, lstm_sequence,
+                               grid_sample_warp)}

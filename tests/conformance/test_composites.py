@@ -2,10 +2,11 @@
 
 Each composite graph (squeeze-excitation, a MobileNetV3 block with HardSigmoid or HardSwish,
 a YOLOv5 neck, an FPN top-down path with bilinear upsampling, single- and multi-head
-attention with LayerNormalization, Softmax and GELU) is compiled on four standard-normal
-inputs and judged on a fifth by the conformance runner's rule (runner.py: cosine >= 0.99
-with onnxruntime's output and the per-op error budget). Where each op runs is checked too:
-the convolutional ones run whole on the BPU, as J5 would run them; in attention only the ops
+attention with LayerNormalization, Softmax and GELU, a two-layer LSTM sequence model, a
+flow warp by GridSample) is compiled on four standard-normal inputs and judged on a fifth
+by the conformance runner's rule (runner.py: cosine >= 0.99 with onnxruntime's output and
+the per-op error budget). Where each op runs is checked too: the convolutional ones, the
+LSTMs and the warp run whole on the BPU, as J5 would run them; in attention only the ops
 J5's list keeps on the CPU (Softmax, LayerNormalization, Erf) leave it, with the views
 (Reshape) of what they write.
 """

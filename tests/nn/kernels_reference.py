@@ -580,3 +580,78 @@ def resize_linear(x, sizes, mode="half_pixel", scales=(None, None)):
         total = sum(xs[n][c][iy][iz] * wy * wz for iy, wy in rows[y] for iz, wz in cols[z])
         out[n, c, y, z] = shift_round(total, 30)
     return out
+
+
+def grid_source(code, length, grid_scale, align_corners):
+    """The Q15 source coordinate of grid code `code` along an axis of `length`."""
+    span = length - 1 if align_corners else length
+    offset = (length - 1) * 2**14
+    if span == 0:
+        return offset
+    m0, n = fixed_point(grid_scale * span * 2.0**14)
+    return shift_round(code * m0, 31 + n) + offset
+
+
+def grid_sample(x, grid, grid_scale, mode="bilinear", padding_mode="zeros",
+                align_corners=False):
+    """ONNX GridSample on codes, output element by output element (Q15 coordinates)."""
+    scale_ok(grid_scale)
+    n_, c_, height, width = x.shape
+    _, oh, ow, _ = grid.shape
+    xs, gs = x.tolist(), grid.tolist()
+    one = 2**15
+
+    def code(n, c, iy, ix):
+        if 0 <= iy < height and 0 <= ix < width:
+            return xs[n][c][iy][ix]
+        if padding_mode == "zeros":
+            return 0
+        return xs[n][c][min(max(iy, 0), height - 1)][min(max(ix, 0), width - 1)]
+
+    out = np.zeros((n_, c_, oh, ow), dtype=x.dtype)
+    for n, y, z in itertools.product(range(n_), range(oh), range(ow)):
+        sx = grid_source(gs[n][y][z][0], width, grid_scale, align_corners)
+        sy = grid_source(gs[n][y][z][1], height, grid_scale, align_corners)
+        if mode == "nearest":
+            iy, ix = round(Fraction(sy, one)), round(Fraction(sx, one))   # ties to even
+            for c in range(c_):
+                out[n, c, y, z] = code(n, c, iy, ix)
+            continue
+        if padding_mode == "border":
+            sy = min(max(sy, 0), (height - 1) * one)
+            sx = min(max(sx, 0), (width - 1) * one)
+        y0, x0 = sy // one, sx // one
+        ty, tx = sy - y0 * one, sx - x0 * one
+        taps = [(y0, x0, (one - ty) * (one - tx)), (y0, x0 + 1, (one - ty) * tx),
+                (y0 + 1, x0, ty * (one - tx)), (y0 + 1, x0 + 1, ty * tx)]
+        for c in range(c_):
+            total = sum(code(n, c, iy, ix) * w for iy, ix, w in taps)
+            out[n, c, y, z] = shift_round(total, 30)
+    return out
+
+
+def lstm(x, h0, c0, weight, bias, w_scales, scales):
+    """One LSTM direction on int8 codes, step by step: (h, c) codes of every step. `scales`
+    is a dict: "pre" and "gate" (i, o, f, g), "forget", "update", "c", "tanh_c", "h"."""
+    hidden = weight.shape[0] // 4
+    rows = [slice(k * hidden, (k + 1) * hidden) for k in range(4)]
+    w_scales = np.broadcast_to(np.asarray(w_scales, float), (4 * hidden,))
+    bias = np.zeros(4 * hidden, np.int64) if bias is None else np.asarray(bias)
+    tables = [lut_table(FUNCTIONS[f], scales["pre"][k], scales["gate"][k])
+              for k, f in enumerate(("sigmoid", "sigmoid", "sigmoid", "tanh"))]
+    tanh_table = lut_table(FUNCTIONS["tanh"], scales["c"], scales["tanh_c"])
+    gate_i, gate_o, gate_f, gate_g = scales["gate"]
+    h, c = h0, c0
+    hs, cs = [], []
+    for t in range(x.shape[0]):
+        u = np.concatenate([x[t], h], axis=1)
+        i, o, f, g = (lut(fully_connected(u, weight[r], bias[r], 1.0, w_scales[r],
+                                          scales["pre"][k]), tables[k])
+                      for k, r in enumerate(rows))
+        c = add(mul(f, c, gate_f, scales["c"], scales["forget"]),
+                mul(i, g, gate_i, gate_g, scales["update"]),
+                scales["forget"], scales["update"], scales["c"])
+        h = mul(o, lut(c, tanh_table), gate_o, scales["tanh_c"], scales["h"])
+        hs.append(h)
+        cs.append(c)
+    return np.stack(hs), np.stack(cs)

@@ -22,8 +22,13 @@ docstring states, written out again.
   `ImageInput.pixels`, integer code that emu/nn/preprocess.py's tests check).
 - Sub, Mul, Div, Max of two code tensors (a constant operand that is not per channel has
   codes of its own scale), MatMul, the LUT ops (ONNX's definitions, restated below),
-  ReduceMax / ReduceMean / ReduceSum / GlobalMaxPool, linear Resize: the rules of
-  `tests/nn/kernels_reference.py`.
+  ReduceMax / ReduceMean / ReduceSum / GlobalMaxPool, linear Resize, GridSample (a stored
+  grid at its own scale): the rules of `tests/nn/kernels_reference.py`.
+- LSTM (batch 1): each direction's stored weights and the scales of its inner tensors
+  `<node>#lstm<d>.<part>` through `kernels_reference.lstm`, the sequence reversed for a
+  backward direction; initial states quantised (stored) or rescaled (feature maps) to the
+  direction's state scales, zeros when absent; Y, Y_h, Y_c the hidden and cell codes
+  rescaled to their own scales.
 """
 
 from __future__ import annotations
@@ -229,11 +234,64 @@ class Segment:
             result[:, c] = np.clip(shift_round(v * m0, 31 + n), lo, hi)
         return result
 
+    def lstm(self, node, codes):
+        g, layer = self.graph, self.q.layers[node.name]
+        directions, hidden = layer.weight.shape[0], layer.weight.shape[1] // 4
+        x = codes[node.inputs[0]]
+        x = x.reshape(x.size // x.shape[-1], 1, x.shape[-1])     # batch 1, either layout
+        direction = node.attrs.get("direction", "forward")
+        backward = {"forward": [False], "reverse": [True]}.get(direction, [False, True])
+
+        def inner(d, part):
+            return self.scale(f"{node.name}#lstm{d}.{part}")
+
+        def initial(slot, part):
+            given = node.inputs[slot] if len(node.inputs) > slot else ""
+            states = []
+            for d in range(directions):
+                if not given:
+                    states.append(np.zeros((1, hidden), np.int8))
+                elif g.is_const(given):
+                    value = np.asarray(g.tensors[given].value).reshape(directions, 1, hidden)
+                    states.append(quantise(value[d], inner(d, part), "int8"))
+                else:
+                    value = codes[given].reshape(directions, 1, hidden)
+                    states.append(rescale(value[d], self.scale(given), inner(d, part), "int8"))
+            return states
+
+        h0, c0 = initial(5, "h"), initial(6, "c")
+        ys, last_h, last_c = [], [], []
+        for d, back in enumerate(backward):
+            scales = {"pre": tuple(inner(d, f"pre_{k}") for k in "iofg"),
+                      "gate": tuple(inner(d, k) for k in "iofg"),
+                      **{k: inner(d, k) for k in ("forget", "update", "c", "tanh_c", "h")}}
+            # h, c of every step in the order the steps ran
+            h, c = kr.lstm(x[::-1] if back else x, h0[d], c0[d], layer.weight[d],
+                           layer.bias[d], layer.w_scales[d], scales)
+            ys.append(h[::-1] if back else h)          # Y in the input's time order
+            last_h.append(h[-1])
+            last_c.append(c[-1])
+        y, y_h, y_c = (*node.outputs, "", "", "")[:3]
+        for name, values, part, axis in ((y, ys, "h", 1), (y_h, last_h, "h", 0),
+                                         (y_c, last_c, "c", 0)):
+            if name:
+                parts = [rescale(v, inner(d, part), self.scale(name), "int8")
+                         for d, v in enumerate(values)]
+                codes[name] = np.stack(parts, axis=axis).reshape(g.tensors[name].shape)
+
     def node(self, node, codes):
         g, op, a = self.graph, node.op, node.attrs
         out = node.outputs[0]
         x = codes.get(node.inputs[0])
-        if op == "Conv":
+        if op == "LSTM":
+            self.lstm(node, codes)
+        elif op == "GridSample":
+            mode = a.get("mode", "bilinear")
+            codes[out] = kr.grid_sample(
+                x, self.codes_of(node.inputs[1], codes), self.scale(node.inputs[1]),
+                "bilinear" if mode == "linear" else mode, a.get("padding_mode", "zeros"),
+                bool(a.get("align_corners", 0)))
+        elif op == "Conv":
             stride, pads, dilation = window(node)
             groups = int(a.get("group", 1))
             if node.residual:

@@ -14,9 +14,10 @@ from emu.nn import zoo
 from tests.conformance.composites import CASES
 from tests.nn.test_zoo import _session
 
-# The transformer blocks use ops the zoo's networks do not (MatMul, LayerNormalization,
-# Erf): the interpreter is not meant to run them.
-CONVOLUTIONAL = [name for name in CASES if not name.startswith("attention")]
+# The transformer blocks, the LSTMs and the warp use ops the zoo's networks do not (MatMul,
+# LayerNormalization, Erf, LSTM, GridSample): the interpreter is not meant to run them.
+CONVOLUTIONAL = [name for name in CASES
+                 if not name.startswith(("attention", "lstm", "grid_sample"))]
 
 
 def _feeds(model, seed):
@@ -76,6 +77,14 @@ def test_the_composites_have_the_structures_they_are_named_for():
     assert sum(not set(n.input) & constants for n in matmuls) == 2  # Q x K^T, weights x V
     _, kinds, _ = ops("attention_block_multihead")
     assert kinds.count("Reshape") == 4
+    opsets, kinds, model = ops("lstm_sequence")
+    assert opsets == [("", 14)] and kinds.count("LSTM") == 2
+    directions = [a.s for n in model.graph.node if n.op_type == "LSTM" for a in n.attribute
+                  if a.name == "direction"]
+    assert directions == [b"forward", b"bidirectional"]
+    opsets, kinds, model = ops("grid_sample_warp")
+    (warp,) = (n for n in model.graph.node if n.op_type == "GridSample")
+    assert opsets == [("", 16)] and warp.input[1] == "grid" and "Tanh" in kinds
 
 
 @pytest.mark.parametrize("name", CONVOLUTIONAL)

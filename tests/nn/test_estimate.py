@@ -12,6 +12,7 @@ from emu.nn.estimate import estimate
 from emu.soc.clock import PS_PER_S, Clock
 from emu.soc.config import load_config
 from emu.workloads import bpu_calibration
+from tests.conformance import composites
 
 CFG = load_config().soc
 BPU_CLOCK = Clock("bpu", CFG.bpu.freq_hz)
@@ -144,6 +145,27 @@ def test_layer_groups_of_yolov8_fuse_silu_alias_split_and_copy_concat():
     assert all(ref.name in produced or ref.name in graph.inputs
                for lg in groups for ref in lg.inputs)
     assert sum(lg.leaves for lg in groups) == len(graph.outputs)
+
+
+def test_layer_groups_of_an_lstm_and_a_grid_sample():
+    """The composites' LSTMs: gate matmuls and cell updates of T x D dependent passes; a
+    grid sample: a gather of 2 x 2 taps per output element, timed as data movement."""
+    graph = importer.compile_graph(importer.load(composites.lstm_sequence()))
+    groups = {lg.name: lg for lg in _bpu_layers(graph)}
+    gates, cell = groups["lstm2"], groups["lstm2.cell"]    # bidirectional, 12 steps, 24 -> 16
+    assert (gates.op_class, gates.passes, gates.cin) == ("dense", 24, 24 + 16)
+    assert (gates.output.w, gates.output.c) == (24, 64)
+    assert gates.weight_bytes == 2 * 64 * 40 + 2 * 64 * 4
+    assert (cell.op_class, cell.passes, cell.cin, cell.inputs) == (
+        "elementwise", 24, layers.LSTM_CELL_OPS, (gates.output,))
+    assert groups["lstm1"].inputs[0].name == "sequence"
+    assert groups["lstm2"].inputs[0].name == "lstm1.Y"         # through the Squeeze view
+    assert cell.leaves                                           # lstm2.Y_h is an output
+    graph = importer.compile_graph(importer.load(composites.grid_sample_warp()))
+    warp = next(lg for lg in _bpu_layers(graph) if lg.op == "GridSample")
+    assert (warp.op_class, warp.kernel_h, warp.kernel_w) == ("move", 2, 2)
+    assert warp.macs == 16 * 16 * 16 * 4
+    assert [(t.name, t.c) for t in warp.inputs] == [("features.act", 16), ("grid", 2)]
 
 
 def test_int16_tensors_double_their_bytes():

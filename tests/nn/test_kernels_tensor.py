@@ -425,3 +425,210 @@ def test_resize_linear_refuses():
         kt.resize_linear(x, (2, 2), scales=(1.0, float("inf")))
     with pytest.raises(QuantisationError, match="dimensions"):
         kt.resize_linear(np.zeros((2, 2), I8), (2, 2))
+
+
+# ---- GridSample -----------------------------------------------------------------------------
+
+GRID_MODES = ["bilinear", "nearest"]
+GRID_PADDINGS = ["zeros", "border"]
+
+
+def test_grid_sample_by_hand():
+    x = np.array([[[[0, 100], [-100, 127]]]], I8)
+    # grid scale 1/64 on a 2 x 2 plane, align_corners 0: the coordinate is g / 64 + 1/2, so
+    # these (x, y) codes sample (0.5, 0.5), (0, 0), (1, 1), (1.5, 0), (-0.5, 1), (0.75, 0)
+    g = np.array([[[[0, 0], [-32, -32], [32, 32], [64, -32], [-64, 32], [16, -32]]]], I8)
+    expected = {  # 31.75 rounds to 32; nearest ties go to the even index (0.5 -> 0, 1.5 -> 2)
+        ("bilinear", "zeros"): [32, 0, 127, 50, -50, 75],
+        ("bilinear", "border"): [32, 0, 127, 100, -100, 75],
+        ("nearest", "zeros"): [0, 0, 127, 0, -100, 100],
+        ("nearest", "border"): [0, 0, 127, 100, -100, 100]}
+    for (mode, padding), values in expected.items():
+        sample = kt.GridSample(1 / 64, (2, 2), mode=mode, padding_mode=padding)
+        assert sample(x, g).tolist() == [[[values]]], (mode, padding)
+    # align_corners 1: g / 128 + 1/2; (0.25, 0.25) is 7.9375, (0.75, 0.75) 71.4375
+    aligned = kt.GridSample(1 / 64, (2, 2), align_corners=True)(x, g)
+    assert aligned.tolist() == [[[[32, 8, 71, 107, -75, 57]]]]
+
+
+def _grid_case(rng, dtype, grid_dtype):
+    n, c = (int(v) for v in rng.integers(1, 3, 2))
+    h, w, oh, ow = (int(v) for v in rng.integers(1, 6, 4))
+    x = ints(rng, (n, c, h, w), dtype)
+    x[rng.random(x.shape) < 0.2] = np.iinfo(dtype).min
+    grid = ints(rng, (n, oh, ow, 2), grid_dtype)
+    return x, grid
+
+
+@settings(deadline=None, max_examples=120)
+@given(SEEDS, st.sampled_from([I8, I16]), st.sampled_from([I8, I16]),
+       st.sampled_from(GRID_MODES), st.sampled_from(GRID_PADDINGS), st.booleans(),
+       st.sampled_from([1 / 127, 0.013, 1 / 64, 0.1, 2.0**-14]))
+def test_grid_sample_random(seed, dtype, grid_dtype, mode, padding, align, scale):
+    rng = np.random.default_rng(seed)
+    x, grid = _grid_case(rng, dtype, grid_dtype)
+    sample = kt.GridSample(scale, x.shape[2:], mode=mode, padding_mode=padding,
+                           align_corners=align)
+    assert same(sample(x, grid), ref.grid_sample(x, grid, scale, mode, padding, align))
+
+
+@pytest.mark.parametrize("mode", GRID_MODES)
+@pytest.mark.parametrize("padding", GRID_PADDINGS)
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_edges(mode, padding, align):
+    """Extreme codes, coordinates far outside the plane (a coarse grid scale), 1-pixel axes
+    (whose coordinate does not depend on the grid with align_corners) and exact ties."""
+    rng = np.random.default_rng(3)
+    for shape in ((1, 2, 1, 1), (2, 1, 1, 5), (1, 1, 4, 3)):
+        x = np.where(rng.random(shape) < 0.5, -128, 127).astype(I8)
+        grid = np.array([-128, 127, 0, -1, 1, 64, -64, 32])[
+            rng.integers(0, 8, (shape[0], 3, 4, 2))].astype(I8)
+        for scale in (1 / 128, 1 / 64, 0.9, 1e-5):
+            sample = kt.GridSample(scale, shape[2:], mode=mode, padding_mode=padding,
+                                   align_corners=align)
+            assert same(sample(x, grid), ref.grid_sample(x, grid, scale, mode, padding, align))
+
+
+def _onnx_grid_sample(x, grid, mode, padding, align):
+    """ONNX's own reference GridSample (opset 20: bilinear is called linear there)."""
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"],
+                            mode="linear" if mode == "bilinear" else mode,
+                            padding_mode=padding, align_corners=int(align))
+    y_shape = [*x.shape[:2], *grid.shape[1:3]]
+    graph = helper.make_graph(
+        [node], "grid_sample", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+                                helper.make_tensor_value_info("grid", TensorProto.FLOAT,
+                                                              grid.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    return ReferenceEvaluator(model).run(None, {"x": x.astype(np.float32),
+                                                "grid": grid.astype(np.float32)})[0]
+
+
+@pytest.mark.parametrize("mode", GRID_MODES)
+@pytest.mark.parametrize("padding", GRID_PADDINGS)
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_is_within_one_code_of_onnx(mode, padding, align):
+    """ONNX's reference on the codes of X and the grid's values: bilinear within
+    1/2 + 2**-15 x 255 codes (and float32's own rounding), nearest the same codes."""
+    rng = np.random.default_rng(int(align) * 7 + len(mode) + len(padding))
+    x = ints(rng, (1, 2, 5, 4))
+    grid_codes = ints(rng, (1, 3, 6, 2))
+    scale = 0.0123                                     # so that no coordinate is a tie
+    got = kt.GridSample(scale, (5, 4), mode=mode, padding_mode=padding,
+                        align_corners=align)(x, grid_codes).astype(np.float64)
+    want = _onnx_grid_sample(x, grid_codes * np.float32(scale), mode, padding, align)
+    if mode == "nearest":
+        assert np.array_equal(got, want)
+    else:
+        assert np.abs(got - want).max() <= 0.5 + 255 / 2**15 + 1e-4
+
+
+def test_grid_sample_refuses():
+    x, grid = np.zeros((1, 1, 2, 2), I8), np.zeros((1, 3, 3, 2), I8)
+    with pytest.raises(QuantisationError, match="mode"):
+        kt.GridSample(0.1, (2, 2), mode="bicubic")
+    with pytest.raises(QuantisationError, match="padding"):
+        kt.GridSample(0.1, (2, 2), padding_mode="reflection")
+    with pytest.raises(QuantisationError, match="in_hw"):
+        kt.GridSample(0.1, (0, 2))
+    with pytest.raises(QuantisationError, match="grid_scale"):
+        kt.GridSample(0.0, (2, 2))
+    with pytest.raises(QuantisationError, match="outside the supported"):
+        kt.GridSample(200.0, (1024, 2))                # a coordinate step of 2**16 pixels
+    sample = kt.GridSample(0.1, (2, 2))
+    with pytest.raises(QuantisationError, match="samples"):
+        sample(np.zeros((1, 1, 3, 2), I8), grid)
+    with pytest.raises(QuantisationError, match=r"\(N, OH, OW, 2\)"):
+        sample(x, np.zeros((1, 3, 3, 3), I8))
+    with pytest.raises(QuantisationError, match="differ in N"):
+        sample(x, np.zeros((2, 3, 3, 2), I8))
+    with pytest.raises(QuantisationError, match="int8 or int16"):
+        sample(x.astype(np.int32), grid)
+
+
+# ---- LSTM -------------------------------------------------------------------------------------
+
+def _lstm_scales(rng):
+    """Random scales of one LSTM direction, as the reference takes them (a dict)."""
+    def some(count=None):
+        values = rng.uniform(0.002, 0.05, count)
+        return tuple(float(v) for v in values) if count else float(values)
+    return {"pre": some(4), "gate": some(4), "forget": some(), "update": some(),
+            "c": some(), "tanh_c": some(), "h": some()}
+
+
+def test_lstm_by_hand():
+    """No weights: every gate is sigmoid(0) = 1/2 (code 64 at scale 1/128), g = tanh(0) = 0,
+    so the cell halves each step (12.5 rounds away from zero to 13) and h = tanh(c) / 2."""
+    hidden = 1
+    scales = {"pre": (0.01,) * 4, "gate": (1 / 128,) * 4, "forget": 0.01, "update": 0.01,
+              "c": 0.01, "tanh_c": 1 / 128, "h": 1 / 256}
+    weight = np.zeros((4 * hidden, 2 + hidden), I8)
+    cell = kt.Lstm(weight, None, 1e-3, kt.LstmScales(**scales))
+    x = np.ones((3, 1, 2), I8)
+    h, c = cell(x, np.zeros((1, 1), I8), np.full((1, 1), 100, I8))
+    assert c.ravel().tolist() == [50, 25, 13]
+    # tanh(0.5) x 128 = 59.15, tanh(0.25) x 128 = 31.35, tanh(0.13) x 128 = 16.55
+    assert h.ravel().tolist() == [59, 31, 17]
+    expected = ref.lstm(x, np.zeros((1, 1), I8), np.full((1, 1), 100, I8), weight, None,
+                        1e-3, scales)
+    assert same(h, expected[0]) and same(c, expected[1])
+
+
+@settings(deadline=None, max_examples=60)
+@given(SEEDS, st.booleans())
+def test_lstm_random(seed, with_bias):
+    rng = np.random.default_rng(seed)
+    steps, batch, inputs, hidden = (int(v) for v in rng.integers(1, 5, 4))
+    weight = ints(rng, (4 * hidden, inputs + hidden))
+    bias = rng.integers(-5000, 5001, 4 * hidden).astype(np.int32) if with_bias else None
+    w_scales = rng.uniform(1e-4, 1e-3, 4 * hidden)
+    scales = _lstm_scales(rng)
+    x = ints(rng, (steps, batch, inputs))
+    h0, c0 = ints(rng, (batch, hidden)), ints(rng, (batch, hidden))
+    got = kt.Lstm(weight, bias, w_scales, kt.LstmScales(**scales))(x, h0, c0)
+    expected = ref.lstm(x, h0, c0, weight, bias, w_scales, scales)
+    assert same(got[0], expected[0]) and same(got[1], expected[1])
+
+
+def test_lstm_saturates_like_the_reference():
+    """Extreme codes and weights, and a bias that opens every gate and drives g to the
+    fill's sign: pre-activations, gates and the cell state all saturate."""
+    rng = np.random.default_rng(5)
+    hidden, inputs = 3, 2
+    for fill in (-128, 127):
+        weight = np.where(rng.random((4 * hidden, inputs + hidden)) < 0.5, -127, 127)
+        weight = weight.astype(I8)
+        bias = np.full(4 * hidden, 2**20, np.int32)
+        bias[3 * hidden:] *= 1 if fill > 0 else -1
+        scales = {"pre": (0.1,) * 4, "gate": (0.001,) * 4, "forget": 0.002, "update": 0.002,
+                  "c": 0.0001, "tanh_c": 0.002, "h": 0.0005}
+        x = np.full((4, 1, inputs), fill, I8)
+        states = np.full((1, hidden), fill, I8)
+        got = kt.Lstm(weight, bias, 0.05, kt.LstmScales(**scales))(x, states, states)
+        expected = ref.lstm(x, states, states, weight, bias, 0.05, scales)
+        assert same(got[0], expected[0]) and same(got[1], expected[1])
+        assert set(np.unique(got[1]).tolist()) == {fill}                    # so does the cell
+
+
+def test_lstm_refuses():
+    scales = kt.LstmScales((0.1,) * 4, (0.01,) * 4, 0.1, 0.1, 0.1, 0.01, 0.1)
+    with pytest.raises(QuantisationError, match=r"\(4H, I \+ H\)"):
+        kt.Lstm(np.zeros((6, 3), I8), None, 0.1, scales)
+    with pytest.raises(QuantisationError, match=r"\(4H, I \+ H\)"):
+        kt.Lstm(np.zeros((4, 1), I8), None, 0.1, scales)     # no input columns
+    with pytest.raises(QuantisationError, match="weight must be int8"):
+        kt.Lstm(np.zeros((4, 2), I16), None, 0.1, scales)
+    with pytest.raises(QuantisationError, match="four"):
+        kt.LstmScales((0.1,) * 3, (0.01,) * 4, 0.1, 0.1, 0.1, 0.01, 0.1)
+    with pytest.raises(QuantisationError, match="positive"):
+        kt.LstmScales((0.1,) * 4, (0.01,) * 4, 0.1, 0.0, 0.1, 0.01, 0.1)
+    cell = kt.Lstm(np.zeros((4, 3), I8), None, 0.1, scales)
+    state = np.zeros((1, 1), I8)
+    with pytest.raises(QuantisationError, match="x must be int8"):
+        cell(np.zeros((2, 1, 2), I16), state, state)
+    with pytest.raises(QuantisationError, match="takes 2 inputs"):
+        cell(np.zeros((2, 1, 3), I8), state, state)
+    with pytest.raises(QuantisationError, match=r"h0 must be \(1, 1\)"):
+        cell(np.zeros((2, 1, 2), I8), np.zeros((2, 1), I8), state)

@@ -100,3 +100,83 @@ def test_emu_ops_prints_the_table(capsys):
     text = capsys.readouterr().out
     assert "Einsum" in text and not any(line.startswith("Conv ") for line in text.splitlines())
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def _lstm_model(steps=3, batch=1, inputs=2, hidden=3, extra_inputs=(), stored=True, **attrs):
+    """One LSTM node: X a feature map, W, R (stored, or feature maps), then `extra_inputs`
+    as (name, value) pairs: stored values, or None for an omitted input."""
+    rng = np.random.default_rng(0)
+    directions = 2 if attrs.get("direction") == "bidirectional" else 1
+    layout = attrs.get("layout", 0)
+    x_shape = [batch, steps, inputs] if layout else [steps, batch, inputs]
+    w = rng.standard_normal((directions, 4 * hidden, inputs)).astype(np.float32)
+    r = rng.standard_normal((directions, 4 * hidden, hidden)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R")]
+    graph_inputs = [_vi("x", x_shape)]
+    if not stored:
+        graph_inputs.append(_vi("W", list(w.shape)))
+        inits = inits[1:]
+    names = ["x", "W", "R"]
+    for name, value in extra_inputs:
+        names.append(name if value is not None else "")
+        if value is not None:
+            inits.append(numpy_helper.from_array(value, name))
+    node = helper.make_node("LSTM", names, ["", "y_h"], hidden_size=hidden, **attrs)
+    y_h = [batch, directions, hidden] if layout else [directions, batch, hidden]
+    return _model(node, graph_inputs, [_vi("y_h", y_h)], inits, opset=14)
+
+
+@pytest.mark.parametrize(("model", "reason"), [
+    (_lstm_model(batch=3), "batch 3 (the BPU's LSTM takes batch 1)"),
+    (_lstm_model(batch=2, layout=1), "batch 2 (the BPU's LSTM takes batch 1)"),
+    (_lstm_model(stored=False), "'W' is not constant (the BPU's LSTM stores W, R and B)"),
+    (_lstm_model(activations=["Sigmoid", "Tanh", "Relu"]),
+     "activations ('Sigmoid', 'Tanh', 'Relu') (the BPU's LSTM takes Sigmoid, Tanh, Tanh)"),
+    (_lstm_model(clip=3.0), "clip (the BPU's LSTM does not clip its cell input)"),
+    (_lstm_model(input_forget=1), "input_forget (the BPU's LSTM has separate input and "
+                                  "forget gates)"),
+    (_lstm_model(extra_inputs=[("B", None), ("lens", np.array([2], np.int32)), ("h0", None),
+                               ("c0", None), ("P", np.ones((1, 9), np.float32))]),
+     "peepholes P (the BPU's LSTM has none)"),
+    (_lstm_model(extra_inputs=[("B", None), ("lens", np.array([2], np.int32))]),
+     "sequence_lens shorter than the 3 steps (the BPU runs every step)"),
+])
+def test_an_lstm_the_bpu_does_not_compute_goes_to_the_cpu_naming_why(model, reason):
+    (decision,) = _decisions(model)
+    assert (decision.where, decision.reason) == ("cpu", reason)
+
+
+@pytest.mark.parametrize("model", [
+    _lstm_model(), _lstm_model(direction="reverse"), _lstm_model(direction="bidirectional"),
+    _lstm_model(layout=1), _lstm_model(activations=["Sigmoid", "Tanh", "Tanh"]),
+    _lstm_model(extra_inputs=[("B", np.zeros((1, 24), np.float32)),
+                              ("lens", np.array([3], np.int32)), ("h0", None), ("c0", None),
+                              ("P", np.zeros((1, 9), np.float32))])])
+def test_a_batch_1_lstm_runs_on_the_bpu(model):
+    (decision,) = _decisions(model)
+    assert decision.where == "bpu", decision.reason
+
+
+@pytest.mark.parametrize(("attrs", "x_shape", "stored_x", "where", "reason"), [
+    ({}, [1, 2, 4, 4], False, "bpu", "supported"),
+    ({"mode": "nearest", "padding_mode": "border", "align_corners": 1}, [1, 2, 4, 4], False,
+     "bpu", "supported"),
+    ({"mode": "bicubic"}, [1, 2, 4, 4], False, "cpu",
+     "mode bicubic (the BPU samples bilinear or nearest)"),
+    ({"padding_mode": "reflection"}, [1, 2, 4, 4], False, "cpu",
+     "padding_mode reflection (the BPU pads zeros or border)"),
+    ({}, [1, 1, 4, 1025], False, "cpu", "H, W (4, 1025) over 1024 or H*W over 737280"),
+    ({}, [1, 2, 4, 4], True, "cpu", "a stored X (the BPU samples a feature map)"),
+])
+def test_grid_sample_runs_on_the_bpu_within_the_table_s_constraints(attrs, x_shape, stored_x,
+                                                                    where, reason):
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], **attrs)
+    inputs = [_vi("grid", [1, 3, 3, 2])]
+    inits = []
+    if stored_x:
+        inits.append(numpy_helper.from_array(np.ones(x_shape, np.float32), "x"))
+    else:
+        inputs.insert(0, _vi("x", x_shape))
+    model = _model(node, inputs, [_vi("y", [*x_shape[:2], 3, 3])], inits, opset=16)
+    (decision,) = _decisions(model)
+    assert (decision.where, decision.reason) == (where, reason)

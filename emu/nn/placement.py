@@ -148,3 +148,16 @@ def place(graph: Graph, dsp_softmax: bool = False) -> list[Segment]:
         segments.append(Segment("dequantize", (), dequant, dequant,
                                 ("BPU outputs back to float on the CPU",)))
     return segments
+
+
+def final_convs(graph: Graph, segments: list[Segment]) -> dict[str, Node]:
+    """The Convs without activation or residual add whose output leaves the BPU and no BPU
+    node reads, by output tensor: J5 hands these over as int32 accumulators when their
+    input is int8 (`QuantModel.wide_outputs`)."""
+    running = {name for s in segments if s.kind == "bpu" for name in s.nodes}
+    leaving = {t for s in segments if s.kind == "bpu" for t in s.outputs}
+    read_on_bpu = {t for n in graph.nodes if n.name in running for t in n.inputs}
+    return {node.outputs[0]: node for node in graph.nodes
+            if node.name in running and node.op == "Conv" and node.activation == "none"
+            and not node.residual and node.outputs[0] in leaving
+            and node.outputs[0] not in read_on_bpu}

@@ -87,7 +87,7 @@ import numpy as np
 from emu.errors import InputError
 from emu.nn import execute, optable
 from emu.nn.graph import Graph, Node
-from emu.nn.placement import Segment
+from emu.nn.placement import Segment, final_convs
 
 INT16_SPREAD = 32.0
 COSINE_MIN = 0.99
@@ -167,14 +167,9 @@ class QuantModel:
         module), each with the Conv that writes it (worked out once)."""
         if self._wide is not None:
             return self._wide
-        running = {name for s in self.segments if s.kind == "bpu" for name in s.nodes}
-        leaving = {t for s in self.segments if s.kind == "bpu" for t in s.outputs}
-        read_on_bpu = {t for n in self.graph.nodes if n.name in running for t in n.inputs}
-        self._wide = {node.outputs[0]: node for node in self.graph.nodes
-                      if node.name in running and node.op == "Conv" and node.name in self.layers
-                      and node.activation == "none" and not node.residual
-                      and self.tensors[node.inputs[0]].dtype == "int8"
-                      and node.outputs[0] in leaving and node.outputs[0] not in read_on_bpu}
+        self._wide = {out: node for out, node in final_convs(self.graph, self.segments).items()
+                      if node.name in self.layers
+                      and self.tensors[node.inputs[0]].dtype == "int8"}
         return self._wide
 
     def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -154,8 +154,11 @@ def mobilenetv2(cfg: SocConfig, batch: int) -> ModelEstimate:
 
 
 def yolov8s(cfg: SocConfig) -> ModelEstimate:
+    """Its six heads end in a Conv without activation: int32 outputs, as the compiler's."""
     graph = compiled("yolov8s", 640, 1)
-    return estimate(graph, placement.place(graph), cfg, 1, name="yolov8s")
+    segments = placement.place(graph)
+    wide = dict.fromkeys(placement.final_convs(graph, segments), "int32")
+    return estimate(graph, segments, cfg, 1, name="yolov8s", dtypes=wide)
 
 
 def layer_rows(cfg: SocConfig, b256: ModelEstimate | None = None) -> list[LayerRow]:

@@ -15,7 +15,8 @@ float8 and int4 data keep their types), and `index.json` (`FORMAT`) with what se
 needs of each case: the operator it tests (the node of the single-node case of that name),
 the operators of its graph, its node count, rtol and atol, and each graph input's position
 among the tested node's inputs. A missing, stale or half-written cache is regenerated (the
-folder is built beside the final one and renamed into place).
+folder is built beside the final one and renamed into place, by one process at a time: a
+lock file beside it).
 
 Selection (`select`): a case is kept when the operator table `emu.nn.optable.RULES` lists
 the operator it tests, or lists every operator of its graph (an expansion made only of
@@ -40,6 +41,7 @@ and runs through its whole topology more than how exactly.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -139,14 +141,20 @@ def ensure_cache(folder: Path | None = None) -> Path:
     if _index_format(folder) == FORMAT:
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
-        write_cases(building, _collect())
-        if folder.exists():
-            shutil.rmtree(folder)
-        building.rename(folder)
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
+    # One builder at a time (the test workers of pytest-xdist start together): the others
+    # wait for the lock and then find the cache made.
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _index_format(folder) == FORMAT:
+            return folder
+        building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        try:
+            write_cases(building, _collect())
+            if folder.exists():
+                shutil.rmtree(folder)
+            building.rename(folder)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
     return folder
 
 

@@ -268,7 +268,8 @@ WRONG = [None, "mem", 1.5, np.bool_(True), np.float32(1.0), np.zeros(4), np.zero
          np.array([object()]), [1, 2], True, object()]
 
 
-@pytest.mark.parametrize("bad", WRONG, ids=repr)
+@pytest.mark.parametrize("bad", WRONG, ids=lambda v: type(v).__name__ if not isinstance(
+    v, (int, float, str, list, np.generic, type(None))) else repr(v))
 def test_arguments_of_the_wrong_type_return_codes(bad):
     with emu.Session(overrides=["mem.pool_bytes=1MiB"]) as s:
         mem = _alloc(64)

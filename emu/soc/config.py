@@ -13,7 +13,9 @@ key path.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
 import tomllib
 import typing
@@ -374,6 +376,12 @@ class ResolvedConfig:
 
 def schema_fields(cls: type = SocConfig, prefix: str = "") -> list[FieldInfo]:
     """All leaf keys of a config class, depth first in declaration order."""
+    return list(_schema_fields(cls, prefix))
+
+
+@functools.cache
+def _schema_fields(cls: type, prefix: str) -> tuple[FieldInfo, ...]:
+    """schema_fields, worked out once per class (the classes do not change at run time)."""
     hints = typing.get_type_hints(cls)
     out: list[FieldInfo] = []
     for f in dataclasses.fields(cls):
@@ -383,7 +391,7 @@ def schema_fields(cls: type = SocConfig, prefix: str = "") -> list[FieldInfo]:
             out.extend(schema_fields(typing.cast(type, kind), key + "."))
         else:
             out.append(FieldInfo(key, f.metadata["unit"], f.metadata["desc"], kind))
-    return out
+    return tuple(out)
 
 
 def get_path(obj: Any, key: str) -> Any:
@@ -409,7 +417,7 @@ def load_config(
     overrides: Sequence[str] = (),
 ) -> ResolvedConfig:
     """Resolve preset, then the partial config file, then each `key=value` override."""
-    values, sources = _read_preset(preset)
+    values, sources = copy.deepcopy(_read_preset(preset))
     if config_file is not None:
         path = Path(config_file)
         for key, value in _flatten(_read_toml(path), f"{path}", ""):
@@ -436,8 +444,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
 
 
+@functools.cache
 def _read_preset(name: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """Read a preset; every leaf must be `{value = ..., source = "..."}`."""
+    """Read a preset (once a process: the presets ship with the package; callers copy
+    what they change); every leaf must be `{value = ..., source = "..."}`."""
     if name not in preset_names():
         raise ConfigError(
             f"--preset {name!r}: no such preset (available: {', '.join(preset_names())})"

@@ -15,6 +15,13 @@ from typing import Any
 from emu.errors import InputError
 
 CALIB_SAMPLES = (1, 10_000)
+# emu.nn.quantize's methods, percentile range and default percentile, and the compiler's
+# default method (kept here so that `emu --help` does not import the compiler; a test
+# checks that they agree)
+CALIB_METHODS = ("max", "percentile", "kl")
+CALIB_METHOD = "percentile"
+CALIB_PERCENTILE = (50.0, 100.0)
+DEFAULT_PERCENTILE = 99.99
 TOP_K = (1, 1000)
 MAX_TIME_PER_FC_US = (0.0, 1e7)
 PERF_THREADS = (1, 64)
@@ -68,6 +75,17 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
                             "normal feature maps or uniform uint8 images")
     comp.add_argument("--seed", type=whole(*seeds), default=0,
                       help="seed of --calib-random (default 0)")
+    comp.add_argument("--calib-method", choices=CALIB_METHODS, default=CALIB_METHOD,
+                      help="how an int8 tensor's range comes from the calibration samples: "
+                           "max (largest |x|), percentile (--calib-percentile of the "
+                           "nonzero |x|) or kl (the clip of least KL divergence, as "
+                           f"TensorRT's entropy calibration); default {CALIB_METHOD}. int16 "
+                           "tensors and what the BPU hands over (the model's outputs, what "
+                           "CPU ops such as Softmax read) always keep max")
+    comp.add_argument("--calib-percentile", type=real(*CALIB_PERCENTILE), metavar="P",
+                      help=f"--calib-method percentile: the percentile, "
+                           f"{CALIB_PERCENTILE[0]:g} to {CALIB_PERCENTILE[1]:g} "
+                           f"(default {DEFAULT_PERCENTILE:g})")
     comp.add_argument("--max-time-per-fc", type=real(*MAX_TIME_PER_FC_US), default=0.0,
                       metavar="US", help="longest function call in microseconds of "
                                          "estimated time (default 0: no limit)")
@@ -145,6 +163,9 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
             raise InputError(f"{path}: no such file")
     if args.calib_dir is not None and not Path(args.calib_dir).is_dir():
         raise InputError(f"--calib-dir {args.calib_dir}: not a folder")
+    if args.calib_percentile is not None and args.calib_method != "percentile":
+        raise InputError(f"--calib-percentile {args.calib_percentile:g}: only with "
+                         "--calib-method percentile")
     soc = resolve()  # configuration errors before any work
 
     from emu.nn import compiler
@@ -158,7 +179,10 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
         scale=None if args.scale is None else parse_values(args.scale, 1, 1.0, "--scale"),
         calib_dir=None if args.calib_dir is None else Path(args.calib_dir),
         calib_random=args.calib_random or compiler.DEFAULT_CALIBRATION_SAMPLES,
-        seed=args.seed, max_time_per_fc_us=args.max_time_per_fc,
+        seed=args.seed, calib_method=args.calib_method,
+        calib_percentile=(DEFAULT_PERCENTILE if args.calib_percentile is None
+                          else args.calib_percentile),
+        max_time_per_fc_us=args.max_time_per_fc,
         dsp_softmax=args.dsp_softmax, int16=args.int16, input_source=args.input_source,
         output_codes=args.output_codes)
     compiled = []
@@ -207,6 +231,8 @@ def _model_name(path: str) -> str:
 
 
 def _compile_summary(model: Any) -> dict[str, Any]:
+    from emu.nn.compiler import ACCURACY_FLOOR
+
     return {
         "name": model.name,
         "inputs": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
@@ -217,9 +243,19 @@ def _compile_summary(model: Any) -> dict[str, Any]:
                       "function_calls": len(model.function_calls.get(k, [])),
                       "reasons": list(s.reasons)}
                      for k, s in enumerate(model.segments)],
-        "accuracy": {"cosine": model.accuracy, "flagged": model.flagged},
+        "accuracy": {"cosine": model.accuracy, "flagged": model.flagged,
+                     "floor": ACCURACY_FLOOR,
+                     "calibration": model.options.get("calibration"),
+                     "method": _method(model.options)},
         "notes": list(model.notes),
     }
+
+
+def _method(options: dict[str, Any]) -> str:
+    """The calibration method of a model's options: "kl", "percentile 99.99", "max"."""
+    method = options.get("calib_method", "max")  # files from before the methods: max-abs
+    percentile = options.get("calib_percentile")
+    return f"{method} {percentile:g}" if method == "percentile" and percentile else method
 
 
 def _summary_text(model: Any, doc: dict[str, Any]) -> str:
@@ -232,12 +268,16 @@ def _summary_text(model: Any, doc: dict[str, Any]) -> str:
     for seg in doc["segments"]:
         for reason in seg["reasons"] if seg["kind"] in ("cpu", "dsp") else []:
             lines.append(f"  {seg['kind']}: {reason}")
-    worst = min(model.accuracy.values()) if model.accuracy else 1.0
-    lines.append(f"  quantised vs float on calibration inputs: worst output cosine "
-                 f"{worst:.5f}")
+    accuracy = doc["accuracy"]
+    lines.append(f"  calibration: {accuracy['calibration']}, method {accuracy['method']}")
+    if model.accuracy:
+        worst = min(model.accuracy, key=model.accuracy.__getitem__)
+        lines.append(f"  quantised vs float on calibration inputs: worst output cosine "
+                     f"{model.accuracy[worst]:.5f} ({worst})")
     if model.flagged:
-        lines.append(f"  WARNING: quantisation error too large on {', '.join(model.flagged)} "
-                     "(cosine similarity below 0.99)")
+        named = ", ".join(f"{n} ({model.accuracy[n]:.5f})" for n in model.flagged)
+        lines.append(f"  WARNING: quantisation error too large (cosine similarity below "
+                     f"{accuracy['floor']}) on {named}")
     return "\n".join(lines)
 
 

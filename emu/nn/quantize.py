@@ -1,22 +1,63 @@
 """Post-training quantisation of a compiled graph for the BPU (issue 11).
 
-`calibrate(graph, segments, samples)` runs the float IR graph (`execute.run_float`'s ops)
-over the samples and records, for every feature map a BPU node reads or writes, its
-largest magnitude over all samples and the median of its nonzero magnitudes
-(`TensorStats`).
+`calibrate(graph, segments, samples, method=...)` runs the float IR graph
+(`execute.run_float`'s ops) over the samples and records, for every feature map a BPU node
+reads or writes, its largest magnitude over all samples, the median of its nonzero
+magnitudes and, for the methods that need it, a histogram of them (`TensorStats`).
 `quantize(graph, segments, calibration)` turns that into a `QuantModel`: a scale and a code
 type per tensor, and int8 weights / int32 biases per layer; `emu/nn/execute.py` runs it.
 
-Calibration: max-abs. A tensor's scale is max|x| / 127 (int8) or / 32767 (int16), over
-every element of every sample; symmetric, zero point 0; a tensor that was always zero gets
-scale 1. Why max-abs rather than a percentile or KL divergence: nothing saturates, so the
-large values that carry a detection head's or a logit's answer stay exact, and the
-networks here (BatchNormalization after every conv) have activations whose max is 5 to 8
-times their typical value, where the uniform int8 grid (step max / 127, rms error step /
-sqrt(12)) already keeps the error near 1 % of the signal. Clipping would buy little there;
-tensors dominated by outliers get int16 instead (below). On the zoo with random-normal
-inputs this gives a cosine similarity of at least 0.996 per output against onnxruntime
-(tests/nn/test_onnxruntime_agreement.py).
+Calibration pass. One run of the float graph per sample; per tensor only fixed-size figures
+are kept, so memory does not grow with the samples: max|x|, the median of the sample's
+nonzero |x| (one float per sample), and for `percentile` and `kl` a `Histogram` of the
+nonzero |x|: HISTOGRAM_BINS (4096) equal bins over [0, top), top the smallest power of two
+above every |x| so far. A sample whose largest |x| reaches top first doubles top as often
+as needed, merging the counts of each pair of bins. Because top and the bin count are
+powers of two, a magnitude's bin floor(|x| x 4096 / top) is computed exactly and a merged
+bin holds exactly the magnitudes a histogram made over the final range would: the result
+does not depend on the order of the samples, and at least half of the bins lie below
+max|x|. (One pass with a growing range rather than two, max first then histograms: each
+pass runs the whole network on every sample, which costs far more than the histograms.)
+Exact zeros are left out of the histogram, the percentile and the median: any grid holds
+them exactly, and counting them would make the clip depend on how sparse a ReLU output is.
+Non-finite values are left out of the histogram too; max|x| keeps them, and `quantize`
+refuses the tensor.
+
+Methods (`method`, `emu compile --calib-method`). An int8 tensor's scale is C / 127 for a
+clip C that the method chooses:
+- `max`: C = max|x| over every element of every sample; nothing of the calibration data
+  saturates.
+- `percentile` (`percentile` P, 50 to 100, default 99.99): the P-th percentile of the
+  nonzero |x| of all samples, as the upper edge of the histogram bin that holds the k-th
+  smallest, k = ceil(P / 100 x count) in exact arithmetic on P as written (99.9 of 1000
+  values is the 999th): above that magnitude by at most one bin (top / 4096, under
+  max / 2048). With fewer than 100 / (100 - P) nonzero values that is the largest.
+- `kl`: entropy calibration as TensorRT's (Migacz, "8-bit inference with TensorRT", 2017).
+  For a candidate i (bins kept, C = i x top / 4096), P is the first i bins with the counts
+  of every bin above added to bin i - 1 (clipped values land on the clip) and Q the same i
+  bins merged into KL_LEVELS = 127 groups (the int8 steps between 0 and C; group g holds
+  bins floor(g i / 127) to floor((g + 1) i / 127) - 1), each group's count spread evenly
+  over its nonzero bins; C is the candidate of least KL(P || Q) = sum p log(p / q) (both
+  normalised; infinite where clipped values land on an empty bin), the larger on a tie.
+  The candidates run from the bin of the 99th percentile (`KL_MIN_KEPT`), or bin 127 if
+  higher, to the last nonzero bin (a tensor using fewer bins keeps its max): the divergence
+  compares shapes, not values, so for magnitudes in a band away from zero (a detection
+  head's logits around their bias prior) a clip below the band makes P a single spike
+  that Q copies exactly, and the bare minimum would clip the whole band to one value.
+C is never above max|x|; a tensor that was always zero gets scale 1; symmetric, zero
+point 0. Whatever the method, two kinds of tensor keep C = max|x|:
+- int16 tensors (/ 32767): the int16 rule below reads max|x| and the median, not the
+  clip, and a tensor is widened for the 256 times finer step, which clipping would spend;
+- what the BPU hands over (the model's outputs, and every BPU segment's output that the
+  CPU or a DSP reads), and the tensors those copy through code-preserving ops: a
+  detector's detections and a classifier's winning logit are the rare largest values of
+  their map, which a clip flattens, and the float ops after the BPU (a classifier's
+  Softmax) weigh exactly those most. (Measured: the conformance suite's Inception v2 with
+  weights of trained scale, calibrated by kl on its one input, has an output cosine of
+  0.995 with the float model, and 0.83 when its 1000 logits, which go to Softmax on the
+  CPU, are clipped too.)
+`calibrate` defaults to max; `emu compile`'s default (percentile) and the measurement it
+was chosen by are in emu/nn/compiler.py.
 
 Code types (`int16`): "never" keeps every tensor int8; "always" makes every tensor int16
 that the op list allows; "auto" (the default) makes a tensor int16 when its spread, max|x|
@@ -80,6 +121,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -91,6 +133,12 @@ from emu.nn.placement import Segment, final_convs
 
 INT16_SPREAD = 32.0
 COSINE_MIN = 0.99
+CALIBRATION_METHODS = ("max", "percentile", "kl")
+DEFAULT_PERCENTILE = 99.99
+PERCENTILE_RANGE = (50.0, 100.0)
+HISTOGRAM_BINS = 4096
+KL_LEVELS = 127  # int8 codes 1 .. 127 between 0 and the clip
+KL_MIN_KEPT = 99.0  # a KL clip leaves at least this percentage of the |x| unclipped
 INT16_MODES = ("never", "auto", "always")
 FORMAT = "emu.quantmodel/1"
 CODE_MAX = {"int8": 127, "int16": 32767}
@@ -101,27 +149,140 @@ LAYER_PARTS = ("weight", "bias", "w_scales")  # the fields of Layer, in order
 INT8_KINDS = frozenset({"recurrent", "sample"})  # LSTM, GridSample: no int16 in J5's list
 
 
+class Histogram:
+    """Counts of a tensor's nonzero magnitudes in HISTOGRAM_BINS equal bins over [0, top),
+    `top` the smallest power of two above every magnitude seen (see the module)."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(HISTOGRAM_BINS, np.int64)
+        self.top = 0.0  # nothing seen yet
+
+    @property
+    def width(self) -> float:
+        return self.top / HISTOGRAM_BINS
+
+    def add(self, magnitudes: np.ndarray) -> None:
+        """Count the positive finite float64 `magnitudes` (others are left out), doubling
+        `top` first (merging bin pairs) while the largest is not below it."""
+        magnitudes = magnitudes[np.isfinite(magnitudes) & (magnitudes > 0)]
+        if not magnitudes.size:
+            return
+        peak = float(magnitudes.max())
+        if peak >= self.top:
+            top = math.ldexp(1.0, math.frexp(peak)[1])  # 2**e > peak >= 2**(e - 1)
+            merged = HISTOGRAM_BINS if self.top == 0 else round(top / self.top)
+            grouped = self.counts.reshape(-1, min(merged, HISTOGRAM_BINS)).sum(axis=1)
+            self.counts = np.zeros(HISTOGRAM_BINS, np.int64)
+            self.counts[:grouped.size] = grouped
+            self.top = top
+        bins = (magnitudes * (HISTOGRAM_BINS / self.top)).astype(np.int64)  # exact: 2**k
+        self.counts += np.bincount(bins, minlength=HISTOGRAM_BINS)
+
+    def percentile(self, percent: float) -> float:
+        """The upper edge of the bin holding the k-th smallest magnitude, k =
+        ceil(percent / 100 x count) in exact arithmetic on the percent as written (99.99 of
+        10000 values is the 9999th): above that magnitude by at most a bin's width; 0 for
+        an empty histogram."""
+        total = int(self.counts.sum())
+        if not total:
+            return 0.0
+        rank = max(1, math.ceil(Fraction(repr(float(percent))) * total / 100))
+        return (int(np.searchsorted(np.cumsum(self.counts), rank)) + 1) * self.width
+
+    def kl_threshold(self) -> float:
+        """The clip of least KL divergence (entropy calibration; see the module)."""
+        used = int(np.flatnonzero(self.counts)[-1]) + 1 if self.counts.any() else 0
+        if used <= KL_LEVELS:
+            return used * self.width
+        least = round(self.percentile(KL_MIN_KEPT) / self.width)  # see the module
+        candidates = np.arange(max(KL_LEVELS, least), used + 1)
+        divergence = kl_divergences(self.counts[:used], candidates)
+        best = len(divergence) - 1 - int(np.argmin(divergence[::-1]))  # ties: clip less
+        return int(candidates[best]) * self.width
+
+
+def kl_divergences(counts: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """KL(P || Q) for each candidate i (bins kept, KL_LEVELS <= i <= len(counts)): P the
+    counts with those of bins i and above added to bin i - 1, Q bins 0 .. i - 1 merged into
+    KL_LEVELS groups (group g: bins floor(g i / L) to floor((g + 1) i / L) - 1), each group's
+    count spread evenly over its nonzero bins; both normalised (see the module). From
+    prefix sums, so each candidate costs O(KL_LEVELS), not O(i)."""
+    b = counts.astype(np.float64)
+    total = float(b.sum())
+    cum = np.concatenate([[0.0], np.cumsum(b)])
+    nonzero = np.concatenate([[0], np.cumsum(b > 0)])
+    b_log_b = np.concatenate([[0.0], np.cumsum(b * np.log(np.where(b > 0, b, 1.0)))])
+    i = candidates.astype(np.int64)
+    edges = np.arange(KL_LEVELS + 1)[None, :] * i[:, None] // KL_LEVELS
+    group = cum[edges[:, 1:]] - cum[edges[:, :-1]]
+    spread = nonzero[edges[:, 1:]] - nonzero[edges[:, :-1]]
+    kept = cum[i]
+    last = b[i - 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # log q of a nonzero bin of each group (Q normalised by its sum, the kept count)
+        log_q = np.where(group > 0, np.log(group / np.maximum(spread, 1)), 0.0) \
+            - np.log(kept)[:, None]
+        own = group.copy()
+        own[:, -1] -= last  # bin i - 1 is the last group's; its term is `at_last`
+        below = (b_log_b[i - 1] - (kept - last) * math.log(total)
+                 - (own * log_q).sum(axis=1)) / total
+        p_last = (last + total - kept) / total
+        at_last = np.where(p_last > 0, p_last * (np.log(p_last) - log_q[:, -1]), 0.0)
+    at_last[(last == 0) & (p_last > 0)] = np.inf  # clipped values where Q has none
+    divergence = below + at_last
+    divergence[kept == 0] = np.inf  # everything clipped: Q is empty
+    return divergence
+
+
 @dataclass(frozen=True)
 class TensorStats:
     """What calibration saw of one tensor over all samples."""
 
     max_abs: float
     median_abs: float  # of the nonzero |x|: the median over the samples of each one's
+    histogram: Histogram | None = field(default=None, compare=False)  # not for "max"
 
     @property
     def spread(self) -> float:
         """max|x| / median of the nonzero |x|; 0 for a tensor that was always zero."""
         return self.max_abs / self.median_abs if self.median_abs > 0 else 0.0
 
+    def clip(self, method: str, percentile: float) -> float:
+        """The largest magnitude an int8 code of this tensor stands for (see the module)."""
+        if method == "max" or self.max_abs == 0 or not math.isfinite(self.max_abs):
+            return self.max_abs
+        if self.histogram is None:
+            raise InputError(f"calibration method {method} needs histograms: calibrate "
+                             f"with method={method!r}")
+        found = (self.histogram.percentile(percentile) if method == "percentile"
+                 else self.histogram.kl_threshold())
+        return min(found, self.max_abs)
+
 
 @dataclass(frozen=True)
 class Calibration:
     """TensorStats of every feature map a BPU node reads or writes (and of the tensors
     inside a node, `execute.intermediates`: a residual Conv's `<output>#conv`, an LSTM's
-    gates and states), from `samples` feeds."""
+    gates and states), from `samples` feeds, and how int8 scales are chosen from them
+    (`method`, `percentile`; histograms are gathered unless "max")."""
 
     stats: dict[str, TensorStats]
     samples: int
+    method: str = "max"
+    percentile: float = DEFAULT_PERCENTILE
+
+    def __post_init__(self) -> None:
+        check_method(self.method, self.percentile)
+
+
+def check_method(method: str, percentile: float) -> None:
+    """InputError unless `method` is a calibration method and `percentile` in range."""
+    if method not in CALIBRATION_METHODS:
+        raise InputError(f"--calib-method {method}: expected one of "
+                         f"{', '.join(CALIBRATION_METHODS)}")
+    low, high = PERCENTILE_RANGE
+    if not (math.isfinite(percentile) and low <= percentile <= high):
+        raise InputError(f"--calib-percentile {percentile}: expected {low:g} to {high:g}")
 
 
 @dataclass(frozen=True)
@@ -227,9 +388,11 @@ def bpu_nodes(graph: Graph, segments: Sequence[Segment]) -> list[Node]:
 
 
 def calibrate(graph: Graph, segments: Sequence[Segment],
-              samples: Sequence[dict[str, np.ndarray]]) -> Calibration:
-    """Max-abs and median magnitude of every BPU feature map over the samples (see the
-    module)."""
+              samples: Sequence[dict[str, np.ndarray]], *, method: str = "max",
+              percentile: float = DEFAULT_PERCENTILE) -> Calibration:
+    """Max-abs and median magnitude of every BPU feature map over the samples, and for
+    `method` percentile or kl the histogram of its magnitudes (see the module)."""
+    check_method(method, percentile)
     if not samples:
         raise InputError("calibration needs at least one sample")
     watched: set[str] = set()
@@ -240,6 +403,7 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
             inner.add(node.name)
     peak: dict[str, float] = {}
     medians: dict[str, list[float]] = {}
+    histograms: dict[str, Histogram] = {}
 
     def observe(name: str, value: np.ndarray) -> None:
         magnitude = np.abs(value[value != 0].astype(np.float64))
@@ -248,6 +412,8 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
             medians.setdefault(name, []).append(float(np.median(magnitude)))
         else:
             peak.setdefault(name, 0.0)
+        if method != "max":
+            histograms.setdefault(name, Histogram()).add(magnitude)
 
     for feeds in samples:
         values = execute.check_feeds(graph, feeds)
@@ -263,42 +429,51 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
             for name in node.outputs:
                 if name in watched:
                     observe(name, values[name])
-    stats = {name: TensorStats(peak[name], float(np.median(medians.get(name, [0.0]))))
+    stats = {name: TensorStats(peak[name], float(np.median(medians.get(name, [0.0]))),
+                               histograms.get(name))
              for name in peak}
-    return Calibration(stats, len(samples))
+    return Calibration(stats, len(samples), method, percentile)
 
 
 # ---------------------------------------------------------------------------------------
 # Quantisation
 
 
+def _copied(graph: Graph, names: Sequence[str]) -> set[str]:
+    """`names` and every tensor they copy through code-preserving ops (which share codes)."""
+    producers = graph.producers()
+    found: set[str] = set()
+    for name in names:
+        while name not in found:
+            found.add(name)
+            source = producers.get(name)
+            if source is None or not execute.code_preserving(source):
+                break
+            name = source.inputs[0]
+    return found
+
+
 def _int8_only(graph: Graph, nodes: Sequence[Node]) -> set[str]:
     """Tensors LUT ops read or write, and those of the ops J5's list gives no int16 (LSTM,
     GridSample: their inputs, outputs and inner tensors), inputs followed back through
     code-preserving ops."""
-    producers = graph.producers()
     pinned: set[str] = set()
+    reads: list[str] = []
     for node in nodes:
         if execute.is_lut(node):
-            reads = [node.inputs[0]]
+            reads.append(node.inputs[0])
         elif optable.kind(node.op) in INT8_KINDS:
-            reads = [n for n in node.inputs if n and not graph.is_const(n)]
+            reads.extend(n for n in node.inputs if n and not graph.is_const(n))
             pinned.update(execute.intermediates(graph, node))
         else:
             continue
         pinned.update(n for n in node.outputs if n)
-        for name in reads:
-            while name not in pinned:
-                pinned.add(name)
-                source = producers.get(name)
-                if source is None or not execute.code_preserving(source):
-                    break
-                name = source.inputs[0]
-    return pinned
+    return pinned | _copied(graph, reads)
 
 
-def _own_tensor(stats: TensorStats | None, name: str, int16: str,
-                int8_only: set[str]) -> QTensor:
+def _own_tensor(calibration: Calibration, name: str, int16: str, int8_only: set[str],
+                unclipped: set[str]) -> QTensor:
+    stats = calibration.stats.get(name)
     if stats is None:
         raise InputError(f"quantize: no calibration data for tensor {name!r}")
     if not math.isfinite(stats.max_abs):
@@ -307,7 +482,11 @@ def _own_tensor(stats: TensorStats | None, name: str, int16: str,
     wide = name not in int8_only and (
         int16 == "always" or (int16 == "auto" and stats.spread > INT16_SPREAD))
     dtype = "int16" if wide else "int8"
-    scale = stats.max_abs / CODE_MAX[dtype] if stats.max_abs > 0 else 1.0
+    if wide or name in unclipped:
+        clip = stats.max_abs
+    else:
+        clip = stats.clip(calibration.method, calibration.percentile)
+    scale = clip / CODE_MAX[dtype] if clip > 0 else 1.0
     return QTensor(scale, dtype)
 
 
@@ -333,7 +512,8 @@ def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration
         raise InputError(f"int16 must be one of {', '.join(INT16_MODES)}, got {int16!r}")
     nodes = bpu_nodes(graph, segments)
     pinned = _int8_only(graph, nodes)
-    stats = calibration.stats
+    leaving = [name for s in segments if s.kind == "bpu" for name in s.outputs]
+    unclipped = _copied(graph, [*graph.outputs, *leaving])
     tensors: dict[str, QTensor] = {}
 
     def own(name: str) -> None:
@@ -342,7 +522,7 @@ def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration
         # TopK pass as they are.
         if name and (name not in graph.tensors
                      or graph.tensors[name].dtype.startswith("float")):
-            tensors[name] = _own_tensor(stats.get(name), name, int16, pinned)
+            tensors[name] = _own_tensor(calibration, name, int16, pinned, unclipped)
 
     for segment in segments:
         if segment.kind == "bpu":

@@ -29,7 +29,7 @@ from the inputs to the output in the compiled graph):
   with onnx's >= 0.99 (`COSINE_MIN`, the compiler's own accuracy floor) and max |error| <=
   (1/2 + 4 x depth) steps from what the BPU was given to compute, a step being
   max|expected| / 127 (/ 32767 when every tensor of the model has int16 codes): the grid
-  max-abs calibration gives the output, since the calibration set is the compared input
+  calibration gives the output (max-abs, whatever `--calib-method`) on the compared input
   itself. "What the BPU was given": onnxruntime's output for the inputs as the quantize
   segment hands them on (each float input quantised at its scale and dequantised), so the
   steps measure emu's arithmetic, not how a steep function (Log near 0, Reciprocal)

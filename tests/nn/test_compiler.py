@@ -161,13 +161,62 @@ def test_bad_compile_options():
         _compile(zoo.build("resnet18", (33, 33)), input_type="nv12")
 
 
+def test_calibration_methods_are_options_checked_and_recorded():
+    for bad, needle in ((dict(calib_method="entropy"), "--calib-method entropy: expected one "
+                                                       "of max, percentile, kl"),
+                        (dict(calib_method="percentile", calib_percentile=101.0),
+                         "--calib-percentile 101.0: expected 50 to 100"),
+                        (dict(calib_percentile=math.inf), "--calib-percentile inf")):
+        with pytest.raises(InputError) as caught:
+            CompileOptions(**bad)
+        assert needle in str(caught.value) and "\n" not in str(caught.value)
+    model = zoo.build("mobilenetv2", (32, 32))
+    chosen = _compile(model, calib_method="percentile", calib_percentile=99.9)
+    assert chosen.options["calib_method"] == "percentile"
+    assert chosen.options["calib_percentile"] == 99.9
+    assert chosen.options["calibration"] == "4 random samples, seed 0"
+    kl = _compile(model, calib_method="kl", seed=3)
+    assert kl.options["calib_method"] == "kl" and kl.options["calib_percentile"] is None
+    assert kl.options["calibration"] == "4 random samples, seed 3"
+    assert not chosen.flagged and not kl.flagged
+    assert kl.quant.tensors != _compile(model, calib_method="max", seed=3).quant.tensors
+
+
+def test_the_report_names_the_calibration_and_every_output_below_the_floor(mobilenet):
+    from emu.cli import nn_commands
+
+    assert mobilenet.options["calibration"] == "4 random samples, seed 0"
+    model = compiler.CompiledModel(**{**mobilenet.__dict__, "accuracy": {
+        "a": 0.5, "b": 0.9999, "c": 0.98}})
+    doc = nn_commands._compile_summary(model)
+    accuracy = doc["accuracy"]
+    assert accuracy["flagged"] == ["a", "c"] and accuracy["floor"] == compiler.ACCURACY_FLOOR
+    assert accuracy["calibration"] == "4 random samples, seed 0"
+    assert compiler.DEFAULT_CALIB_METHOD == "percentile"  # the figures of the README
+    assert accuracy["method"] == "percentile 99.99"
+    text = nn_commands._summary_text(model, doc)
+    assert "calibration: 4 random samples, seed 0, method percentile 99.99" in text
+    assert "worst output cosine 0.50000 (a)" in text
+    assert "below 0.99) on a (0.50000), c (0.98000)" in text and "b (" not in text
+
+
+def test_the_command_line_knows_the_library_s_methods():
+    from emu.cli import nn_commands
+    from emu.nn import quantize
+
+    assert nn_commands.CALIB_METHODS == quantize.CALIBRATION_METHODS
+    assert nn_commands.CALIB_METHOD == compiler.DEFAULT_CALIB_METHOD
+    assert nn_commands.CALIB_PERCENTILE == quantize.PERCENTILE_RANGE
+    assert nn_commands.DEFAULT_PERCENTILE == quantize.DEFAULT_PERCENTILE
+
+
 def test_calibration_directory(tmp_path):
     model = zoo.build("mobilenetv2", (32, 32))
     rng = np.random.default_rng(3)
     for k in range(3):
         np.save(tmp_path / f"s{k}.npy", rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
     compiled = compiler.compile_model(model, "m", CompileOptions(calib_dir=tmp_path), SOC)
-    assert "dir" in compiled.options["calibration"]
+    assert compiled.options["calibration"] == f"3 arrays in {tmp_path}"
     np.save(tmp_path / "s9.npy", np.zeros((1, 3, 8, 8), np.float32))
     with pytest.raises(InputError, match=r"s9\.npy: input"):
         compiler.compile_model(model, "m", CompileOptions(calib_dir=tmp_path), SOC)
@@ -200,6 +249,30 @@ def test_compile_perf_json_follows_the_contract(files, capsys):
                                   "load_store_us"}
             assert layer["where"] in ("bpu", "cpu", "dsp")
     assert out.stat().st_size == doc["bytes"]
+
+
+def test_compile_says_what_it_calibrated_on_and_with_which_method(files, tmp_path, capsys):
+    folder = tmp_path / "calib"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    for k in range(3):
+        np.save(folder / f"s{k}.npy", rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+    out = tmp_path / "m.hbm"
+    argv = ["compile", str(files / "mnv2.onnx"), "-o", str(out), "--calib-dir", str(folder),
+            "--calib-method", "percentile", "--calib-percentile", "99.9"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"calibration: 3 arrays in {folder}, method percentile 99.9" in text
+    assert main([*argv, "--json"]) == 0
+    accuracy = json.loads(capsys.readouterr().out)["models"][0]["accuracy"]
+    assert accuracy["calibration"] == f"3 arrays in {folder}"
+    assert accuracy["method"] == "percentile 99.9" and accuracy["floor"] == 0.99
+    (loaded,) = compiler.load_file(out)
+    assert loaded.options["calib_method"] == "percentile"
+    assert loaded.options["calib_percentile"] == 99.9
+    assert main(["compile", str(files / "mnv2.onnx"), "-o", str(out), "--calib-random", "2",
+                 "--seed", "5", "--calib-method", "kl"]) == 0
+    assert "calibration: 2 random samples, seed 5, method kl" in capsys.readouterr().out
 
 
 def test_compile_text_html_and_infer(files, tmp_path, capsys):
@@ -237,6 +310,14 @@ def test_compile_text_html_and_infer(files, tmp_path, capsys):
      "--max-time-per-fc"),
     (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--calib-dir", "{t}/nowhere"],
      "--calib-dir"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--calib-method", "entropy"],
+     "--calib-method: invalid choice: 'entropy'"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--calib-method", "percentile",
+      "--calib-percentile", "101"], "--calib-percentile: expected a number from 50 to 100"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--calib-method", "percentile",
+      "--calib-percentile", "nan"], "--calib-percentile"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--calib-method", "kl",
+      "--calib-percentile", "99"], "--calib-percentile 99: only with --calib-method percentile"),
     (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--set", "bpu.cores=0"], "bpu.cores"),
     (["infer", "{t}/junk.onnx", "--input", "{t}/x.npy"], "not an emu model file"),
     (["infer", "{t}/trunc.hbm", "--input", "{t}/x.npy"], "trunc.hbm"),

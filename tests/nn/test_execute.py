@@ -24,11 +24,13 @@ def samples_for(graph: Graph, count: int, seed: int) -> list[dict[str, np.ndarra
 
 
 def quantised(model: onnx.ModelProto, *, int16: str = "auto", count: int = 4,
-              seed: int = 0) -> quantize.QuantModel:
-    """The model compiled, placed, calibrated on `count` random-normal samples, quantised."""
+              seed: int = 0, method: str = "max") -> quantize.QuantModel:
+    """The model compiled, placed, calibrated on `count` random-normal samples with
+    `method`, quantised."""
     graph = importer.compile_graph(importer.load(model))
     segments = placement.place(graph)
-    calibration = quantize.calibrate(graph, segments, samples_for(graph, count, seed))
+    calibration = quantize.calibrate(graph, segments, samples_for(graph, count, seed),
+                                     method=method)
     return quantize.quantize(graph, segments, calibration, int16=int16)
 
 

@@ -2,7 +2,8 @@
 
 Every zoo network (the built ones at reduced sizes, the onnx test-data topologies at their
 fixed 224x224) is calibrated on four standard-normal inputs (how the zoo sets its
-BatchNormalization statistics) and run on three other such inputs; each output tensor's
+BatchNormalization statistics) with `emu compile`'s default method
+(`compiler.DEFAULT_CALIB_METHOD`) and run on three other such inputs; each output tensor's
 cosine similarity with onnxruntime's must reach 0.99 (`quantize.COSINE_MIN`). Classifiers
 also compare top-1 classes: a disagreement is only allowed where the two classes (the float
 top one and the quantised pick) are closer in the float logits than twice the largest
@@ -15,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from emu.nn import execute, quantize, zoo
+from emu.nn import compiler, execute, quantize, zoo
 from tests.nn.nets import ZOO_SMALL, zoo_case
 from tests.nn.test_execute import quantised, samples_for
 
@@ -38,7 +39,7 @@ TEST_SAMPLES = 3
 @pytest.mark.parametrize("name", CASES)
 def test_quantised_outputs_match_onnxruntime(name):
     onnx_model = zoo.build(name, input_size=BUILT_SIZES.get(name, ZOO_SMALL.get(name)))
-    model = quantised(onnx_model)
+    model = quantised(onnx_model, method=compiler.DEFAULT_CALIB_METHOD)
     session = ort.InferenceSession(onnx_model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]

@@ -70,8 +70,10 @@ def test_photos_calibrate_a_feature_map_model_as_pixels_over_255(tmp_path):
         shutil.copy(PHOTOS / name, folder / name)
     model = ranked((1, 3, 24, 32), "Conv")
     options = compiler.CompileOptions(calib_dir=folder)
-    samples = compiler.calibration_samples(compiler.importer.compile_graph(
+    found = compiler.calibration_samples(compiler.importer.compile_graph(
         compiler.importer.load(model)), options)
+    assert found.description == f"3 pictures in {folder}"
+    samples = found.feeds
     assert len(samples) == 3
     first = samples[0]["x"]
     want = imagefiles.fit(imagefiles.read_picture(folder / "astronaut.png"), 24, 32) / 255.0
@@ -79,7 +81,7 @@ def test_photos_calibrate_a_feature_map_model_as_pixels_over_255(tmp_path):
     grey = samples[1]["x"][0]  # camera.png: one channel repeated
     assert np.array_equal(grey[0], grey[1]) and np.array_equal(grey[1], grey[2])
     compiled = compiler.compile_model(model, "m", options, SOC)
-    assert compiled.options["calibration"] == f"dir {folder}"
+    assert compiled.options["calibration"] == f"3 pictures in {folder}"
 
 
 @pytest.mark.parametrize(("files", "shape", "input_type", "needle"), [

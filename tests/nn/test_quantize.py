@@ -3,7 +3,10 @@ accuracy flag and the serialised form."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
+import math
 
 import numpy as np
 import onnx
@@ -12,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from emu.errors import InputError
 from emu.nn import execute, importer, placement, quantize, zoo
+from tests.nn import calibration_reference as reference
 from tests.nn.test_execute import quantised, samples_for
 
 
@@ -177,3 +181,252 @@ def test_a_square_of_a_feature_map_runs_on_the_bpu_within_a_code():
     want = execute.run_float(graph, samples[0])["y"]
     # h's rounding (half a code of h, times 2|h|) and y's own: a few codes of y at most
     assert np.abs(got - want).max() <= 3 * qmodel.tensors["y"].scale
+
+
+# --- calibration methods: the histogram, percentile and KL against the plain reference ----
+
+def _magnitudes(kind: str, count: int, seed: int) -> np.ndarray:
+    """Nonzero |x| of a few shapes of distribution: bell, heavy tail, flat, with outliers."""
+    rng = np.random.default_rng(seed)
+    if kind == "normal":
+        x = rng.standard_normal(count)
+    elif kind == "laplace":
+        x = rng.laplace(size=count)
+    elif kind == "uniform":
+        x = rng.uniform(-3, 3, count)
+    else:  # a normal bulk and a few glitches 40 times larger
+        x = rng.standard_normal(count)
+        x[rng.choice(count, 5, replace=False)] = 40.0
+    return np.abs(x[x != 0]).astype(np.float64)
+
+
+def _histogram(parts: list[np.ndarray]) -> quantize.Histogram:
+    histogram = quantize.Histogram()
+    for part in parts:
+        histogram.add(np.asarray(part, np.float64))
+    return histogram
+
+
+def _same_as_reference(histogram: quantize.Histogram, values: np.ndarray) -> None:
+    counts, top = reference.histogram(values.tolist())
+    assert histogram.top == top
+    assert histogram.counts.tolist() == counts
+
+
+KINDS = ["normal", "laplace", "uniform", "outliers"]
+BINS = quantize.HISTOGRAM_BINS
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_histogram_is_the_one_over_the_final_range_whatever_the_order(kind):
+    x = _magnitudes(kind, 5_000, seed=1)
+    parts = [x[:7] * 0.01, x[7:2000], x[2000:]]  # a small start: the range doubles often
+    every = np.concatenate(parts)
+    for order in itertools.permutations(parts):
+        _same_as_reference(_histogram(list(order)), every)
+
+
+@pytest.mark.parametrize("case", ["zeros", "one value", "bin edges", "powers of two",
+                                  "growth", "far growth", "non-finite"])
+def test_the_histogram_on_edge_inputs(case):
+    rng = np.random.default_rng(7)
+    if case == "zeros":
+        parts = [np.zeros(10), np.zeros(0)]
+    elif case == "one value":
+        parts = [np.array([3.0])]
+    elif case == "bin edges":  # k bin widths of top 8 (bin k), then 8 itself: top 16
+        parts = [np.arange(1, BINS) * (8.0 / BINS), np.array([8.0])]
+    elif case == "powers of two":  # a power of two is the bottom of its bin, top above it
+        parts = [np.array([2.0**e]) for e in range(-6, 7)]
+    elif case == "growth":  # the range doubles a few times at each part
+        parts = [rng.random(500) * 10.0**e for e in range(-3, 4)]
+    elif case == "far growth":  # by more than the bin count at once: all into bin 0
+        parts = [rng.random(300) * 1e-3, rng.random(300) * 1e3]
+    else:
+        parts = [np.array([np.inf, 1.5, np.nan, 0.25])]
+    histogram = _histogram(parts)
+    _same_as_reference(histogram, np.concatenate(parts))
+    _same_as_reference(_histogram(parts[::-1]), np.concatenate(parts))
+    if case == "zeros":
+        assert histogram.top == 0 and histogram.percentile(99) == 0
+        assert histogram.kl_threshold() == 0
+    if case == "one value":
+        assert histogram.top == 4.0 and histogram.counts[3072] == 1
+    if case == "bin edges":  # bins 2j and 2j + 1 of top 8 merged into bin j of top 16
+        assert histogram.top == 16.0 and histogram.counts[0] == 1
+        assert histogram.counts[1:BINS // 2].tolist() == [2] * (BINS // 2 - 1)
+        assert histogram.counts[BINS // 2] == 1 and histogram.counts.sum() == BINS
+    if case == "far growth":
+        assert histogram.counts[0] == 300
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("percent", [50.0, 99.0, 99.9, 99.99, 100.0])
+def test_the_percentile_is_the_reference_s_and_that_of_the_sorted_magnitudes_to_a_bin(
+        kind, percent):
+    x = _magnitudes(kind, 30_000, seed=2)
+    histogram = _histogram([x[:100], x[100:]])
+    counts, top = reference.histogram(x.tolist())
+    found = histogram.percentile(percent)
+    assert found == reference.percentile(counts, top, percent)
+    ranked = np.sort(x)[max(1, math.ceil(round(percent * x.size) / 100)) - 1]
+    assert ranked < found <= ranked + histogram.width
+
+
+@pytest.mark.parametrize("count, percent, rank", [(10_000, 99.99, 9999), (1000, 99.9, 999),
+                                                  (300, 99.0, 297), (7, 50.0, 4),
+                                                  (1, 50.0, 1), (9999, 99.99, 9999)])
+def test_the_percentile_rank_is_exact_for_the_percent_as_written(count, percent, rank):
+    x = np.arange(1, count + 1, dtype=np.float64)  # the k-th smallest is k, in bin k
+    histogram = _histogram([x])
+    edge = histogram.percentile(percent)  # the upper edge of the bin holding value `rank`
+    assert edge == reference.percentile(*reference.histogram(x.tolist()), percent)
+    assert edge - histogram.width <= rank < edge
+
+
+def _coarse(kind: str, seed: int, used_bins: int = 600) -> quantize.Histogram:
+    """A histogram of `kind` with its counts in about `used_bins` bins (so the reference's
+    loops stay quick): the full histogram's bins summed in groups."""
+    full = _histogram([_magnitudes(kind, 50_000, seed=seed)])
+    group = 2 ** max(0, math.ceil(math.log2(BINS / used_bins)) - 1)
+    counts = np.zeros(BINS, np.int64)
+    summed = full.counts.reshape(-1, group).sum(axis=1)
+    counts[:summed.size] = summed
+    histogram = quantize.Histogram()
+    histogram.counts, histogram.top = counts, full.top * group
+    return histogram
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kl_divergences_match_the_reference_s_loops(kind):
+    histogram = _coarse(kind, seed=3)
+    counts = histogram.counts.tolist()
+    used = int(np.flatnonzero(histogram.counts)[-1]) + 1
+    candidates = np.arange(quantize.KL_LEVELS, used + 1)
+    fast = quantize.kl_divergences(histogram.counts[:used], candidates)
+    slow = np.array([reference.kl_divergence(counts[:used], int(i)) for i in candidates])
+    assert np.array_equal(np.isinf(fast), np.isinf(slow))
+    finite = np.isfinite(slow)
+    assert finite.any()
+    np.testing.assert_allclose(fast[finite], slow[finite], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "gaps", "spike", "flat"])
+def test_the_kl_clip_is_the_reference_s(kind):
+    if kind in KINDS:
+        histogram = _coarse(kind, seed=4)
+    else:
+        counts = np.zeros(BINS, np.int64)
+        if kind == "gaps":  # every third bin empty: clips on an empty bin are infinite
+            counts[:900] = np.random.default_rng(6).integers(0, 50, 900)
+            counts[2:900:3] = 0
+        elif kind == "spike":  # one bin holds nearly everything
+            counts[400], counts[:800:7] = 10_000, 1
+        else:
+            counts[:700] = 5
+        histogram = quantize.Histogram()
+        histogram.counts, histogram.top = counts, 1.0
+    want = reference.kl_threshold(histogram.counts.tolist(), histogram.top)
+    assert histogram.kl_threshold() == want
+
+
+def test_kl_clips_outliers_and_keeps_a_bell_nearly_whole():
+    outliers = _histogram([_magnitudes("outliers", 100_000, seed=4)])
+    assert outliers.kl_threshold() < 8  # the bulk ends near 4.5; the glitches are at 40
+    bell = _magnitudes("normal", 100_000, seed=4)
+    assert 0.8 * bell.max() < _histogram([bell]).kl_threshold() <= bell.max() + 1e-12
+    few = quantize.Histogram()  # fewer bins used than levels: no clip
+    few.counts[[3, 50, 100]], few.top = 1, 1.0
+    assert few.kl_threshold() == 101 / BINS
+    # a band away from zero (a head's logits around their bias prior): every clip inside
+    # the band leaves P one spike that Q matches, so the divergence alone would clip it all
+    band = 11.0 + np.random.default_rng(5).random(100_000)
+    histogram = _histogram([band])
+    used = int(np.flatnonzero(histogram.counts)[-1]) + 1
+    every = np.arange(quantize.KL_LEVELS, used + 1)
+    unguarded = every[np.argmin(quantize.kl_divergences(histogram.counts[:used], every))]
+    assert unguarded * histogram.width < np.quantile(band, 0.5)
+    assert histogram.kl_threshold() >= np.quantile(band, quantize.KL_MIN_KEPT / 100)
+
+
+@pytest.mark.parametrize("method", ["percentile", "kl"])
+def test_int8_scales_come_from_the_method_and_int16_and_outputs_keep_max_abs(method):
+    graph = importer.compile_graph(importer.load(zoo.build("yolov8n", input_size=(64, 64))))
+    segments = placement.place(graph)
+    samples = samples_for(graph, 2, seed=0)
+    samples[0][graph.inputs[0]][0, 0, 5, 5] = 500.0  # the input becomes int16 (auto)
+    calibration = quantize.calibrate(graph, segments, samples, method=method,
+                                     percentile=99.9)
+    model = quantize.quantize(graph, segments, calibration)
+    assert model.tensors[graph.inputs[0]].dtype == "int16"
+    copies = {out for node in graph.nodes if execute.code_preserving(node)
+              for out in node.outputs}  # their input's codes
+    clipped = 0
+    for name, tensor in model.tensors.items():
+        if name in copies or name in graph.outputs or name not in calibration.stats:
+            continue
+        stats = calibration.stats[name]
+        if tensor.dtype == "int16":
+            assert tensor.scale == stats.max_abs / 32767, name
+        else:
+            clip = stats.clip(method, 99.9)
+            assert tensor.scale == clip / 127 and clip <= stats.max_abs, name
+            clipped += clip < stats.max_abs
+    assert clipped > len(model.tensors) // 2
+    for name in graph.outputs:  # a detection is the rare largest value: never clipped
+        assert model.tensors[name].scale == calibration.stats[name].max_abs / 127
+    assert any(calibration.stats[n].clip(method, 99.9) < calibration.stats[n].max_abs
+               for n in graph.outputs)  # which the method would have clipped
+    plain = quantize.calibrate(graph, segments, samples)  # max: no histograms gathered
+    assert all(s.histogram is None for s in plain.stats.values())
+    assert all(s.max_abs == plain.stats[n].max_abs for n, s in calibration.stats.items())
+    assert quantize.quantize(graph, segments, plain).tensors == quantize.quantize(
+        graph, segments, dataclasses.replace(calibration, method="max")).tensors
+
+
+def test_what_the_bpu_hands_to_the_cpu_keeps_max_abs():
+    """Logits that go to Softmax on the CPU: clipping their largest values would flatten the
+    winner, so they keep max|x| though the method clips the tensors inside the BPU."""
+    rng = np.random.default_rng(8)
+    w1 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
+    w2 = (rng.standard_normal((16, 8, 1, 1)) * 0.5).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["h", "w2"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], ["p"], axis=1)]
+    graph_proto = helper.make_graph(
+        nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 24, 24])],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 16, 24, 24])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    graph = importer.compile_graph(importer.load(model))
+    segments = placement.place(graph)
+    assert [s.kind for s in segments] == ["quantize", "bpu", "cpu"]
+    calibration = quantize.calibrate(graph, segments, samples_for(graph, 2, seed=0),
+                                     method="kl")
+    qmodel = quantize.quantize(graph, segments, calibration)
+    stats = calibration.stats["logits"]
+    assert stats.clip("kl", 99.99) < stats.max_abs  # the method would clip them
+    assert qmodel.tensors["logits"].scale == stats.max_abs / 127
+
+
+def test_a_tensor_that_is_always_zero_gets_scale_1_whatever_the_method():
+    stats = quantize.TensorStats(0.0, 0.0, quantize.Histogram())
+    assert stats.clip("kl", 99.99) == 0.0 and stats.clip("percentile", 50.0) == 0.0
+    one = quantize.TensorStats(3.0, 3.0, _histogram([np.array([3.0])]))
+    assert one.clip("kl", 99.99) == 3.0 and one.clip("percentile", 50.0) == 3.0
+
+
+def test_bad_methods_are_refused():
+    graph = importer.compile_graph(importer.load(two_convs()))
+    segments = placement.place(graph)
+    samples = samples_for(graph, 1, seed=0)
+    with pytest.raises(InputError, match="--calib-method mean: expected one of max, "):
+        quantize.calibrate(graph, segments, samples, method="mean")
+    with pytest.raises(InputError, match=r"--calib-percentile 49\.0: expected 50 to 100"):
+        quantize.calibrate(graph, segments, samples, method="percentile", percentile=49.0)
+    with pytest.raises(InputError, match=r"--calib-percentile nan"):
+        quantize.Calibration({}, 0, "percentile", math.nan)
+    calibration = quantize.calibrate(graph, segments, samples)
+    with pytest.raises(InputError, match="needs histograms"):
+        quantize.quantize(graph, segments, dataclasses.replace(calibration, method="kl"))

@@ -141,8 +141,8 @@ def ensure_cache(folder: Path | None = None) -> Path:
     if _index_format(folder) == FORMAT:
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    # One builder at a time (the test workers of pytest-xdist start together): the others
-    # wait for the lock and then find the cache made.
+    # One builder at a time (test processes started together, such as parallel workers):
+    # the others wait for the lock and then find the cache made.
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _index_format(folder) == FORMAT:

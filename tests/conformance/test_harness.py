@@ -88,7 +88,8 @@ def test_the_cache_is_written_once_and_rebuilt_when_stale(tmp_path, monkeypatch)
     case = cases.prepare(index[1], folder)
     assert np.array_equal(case.feeds["x"], np.arange(6, dtype=np.float32).reshape(2, 3) - 2)
     assert np.array_equal(case.expected["y"], np.maximum(case.feeds["x"], 0))
-    assert not list(tmp_path.glob(".*"))  # nothing half-built left beside it
+    # nothing half-built left beside it (the builders' lock file stays, empty)
+    assert [p.name for p in tmp_path.glob(".*")] == [f".{folder.name}.lock"]
 
 
 def test_an_accurate_case_and_a_silently_wrong_one(monkeypatch):

@@ -258,8 +258,12 @@ def test_a_real_ctrl_c_mid_dump_exits_130_and_leaves_nothing(tmp_path):
     # Frames big enough that the run goes on for seconds after its first frame's dump: the
     # interrupt must land mid-run even on a loaded machine.
     argv = [sys.executable, "-m", "emu", *PC[:4], "20", "--points", "60000", *PC[7:]]
+    # A shell's background job (`cmd &` in a script) starts with SIGINT ignored, and Python
+    # then rightly leaves Ctrl-C ignored: the child gets the default disposition, as a
+    # terminal's foreground command has, whatever the test runner inherited.
     proc = subprocess.Popen([arg.replace("{t}", str(tmp_path)) for arg in argv],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not glob.glob(str(tmp_path / ".out.*" / "synthetic-0")):  # the dump has begun
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()

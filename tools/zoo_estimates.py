@@ -16,6 +16,8 @@ import argparse
 import json
 import math
 
+import numpy as np
+
 from emu.nn import compiler, zoo
 from emu.soc.config import load_config
 
@@ -28,8 +30,8 @@ def row(name: str) -> dict[str, object]:
     bpu = {n for s in model.segments if s.kind == "bpu" for n in s.nodes}
     dtypes = model.quant.tensor_dtypes()
     leaving = {t for s in model.segments if s.kind == "bpu" for t in s.outputs}
-    handed = sum(math.prod(model.graph.tensors[t].shape) * {"int16": 2, "int32": 4}
-                 .get(dtypes.get(t, "int8"), 1) for t in leaving)
+    handed = sum(math.prod(model.graph.tensors[t].shape)
+                 * np.dtype(dtypes.get(t, "int8")).itemsize for t in leaving)
     return {"name": name, "bpu_nodes": len(bpu), "nodes": len(model.graph.nodes),
             "cpu_segments": sum(s.kind == "cpu" for s in model.segments),
             "latency_ms": round(estimate.latency_ms, 4),

@@ -10,9 +10,8 @@ import numpy as np
 import onnx
 import pytest
 
-from emu.nn import zoo
 from tests.conformance.composites import CASES
-from tests.nn.test_zoo import _session
+from tests.nn.test_zoo import _session, assert_interpreter_matches_onnxruntime
 
 # The transformer blocks, the LSTMs and the warp use ops the zoo's networks do not (MatMul,
 # LayerNormalization, Erf, LSTM, GridSample): the interpreter is not meant to run them.
@@ -90,15 +89,4 @@ def test_the_composites_have_the_structures_they_are_named_for():
 @pytest.mark.parametrize("name", CONVOLUTIONAL)
 def test_the_zoo_interpreter_computes_what_onnxruntime_does_on_the_composites(name):
     model = CASES[name]()
-    session = _session(model, all_tensors=True)
-    feeds = _feeds(model, 5)
-    expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds),
-                        strict=True))
-    arrays = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    run = zoo._Interpreter(arrays, feeds)
-    for node in model.graph.node:
-        run.step(node)
-        for out in node.output:
-            np.testing.assert_allclose(run.values[out], expected[out], rtol=1e-4,
-                                       atol=1e-5 * np.abs(expected[out]).max() + 1e-6,
-                                       err_msg=f"{name} {out}")
+    assert_interpreter_matches_onnxruntime(name, model, _feeds(model, 5), 1e-4, 1e-5)

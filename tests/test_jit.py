@@ -47,3 +47,21 @@ def test_folders_of_older_keys_are_removed(tmp_path, monkeypatch):
     jit._use_keyed_cache()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["someone-else"]
     assert str(tmp_path / ("emu-kernels-" + jit.cache_key())) == numba.config.CACHE_DIR
+
+
+def test_a_kernel_called_with_constants_compiles_once_per_plain_signature():
+    # A throwaway op and two callers passing it different constants (and a variable):
+    # numba would type each constant as its own literal type and compile the op three times.
+    def scale(x, k):
+        return x * k
+
+    op = jit.njit(scale)
+
+    def caller(x):
+        return op(x, 3) + op(x, 5) + op(x, x)
+
+    assert numba.njit(caller)(2) == 2 * 3 + 2 * 5 + 2 * 2
+    assert [str(s) for s in op.signatures] == ["(int64, int64)"]
+    plain = numba.njit(scale)  # numba's own behaviour, which the test would otherwise miss
+    numba.njit(lambda x: plain(x, 3) + plain(x, 5))(2)
+    assert len(plain.signatures) == 2

@@ -302,8 +302,9 @@ def test_deeplabv3_has_dilated_convs_aspp_and_bilinear_resizes():
     resizes = _nodes(model, "Resize")
     assert [_attrs(n) for n in resizes] == [
         {"mode": b"linear", "coordinate_transformation_mode": b"half_pixel"}] * 2
-    sizes = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in model.graph.initializer}
-    assert [sizes[n.input[3]] for n in resizes] == [[1, 256, 4, 4], [1, 21, 64, 64]]
+    initializers = {t.name: t for t in model.graph.initializer}
+    sizes = [onnx.numpy_helper.to_array(initializers[n.input[3]]).tolist() for n in resizes]
+    assert sizes == [[1, 256, 4, 4], [1, 21, 64, 64]]
 
 
 def test_size_dependent_settings_follow_the_graph_and_the_weights_do_not():

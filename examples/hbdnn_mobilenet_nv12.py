@@ -161,7 +161,7 @@ def run(model_file: str, picture: np.ndarray) -> int:
     if rc != 0:
         print(f"cannot load {model_file}: {rc}", file=sys.stderr)
         return 1
-    _, names = hbDNNGetModelNameList(packed)
+    _, names, _ = hbDNNGetModelNameList(packed)
     _, dnn = hbDNNGetModelHandle(packed, names[0])
     tensors: list[list[hbDNNTensor]] = [[], []]
     for side, query in enumerate((hbDNNGetInputTensorProperties,

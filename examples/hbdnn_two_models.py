@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         with emu.Session(trace=args.trace is not None) as s:
             rc, packed = hbDNNInitializeFromFiles([str(path)])
             assert rc == 0, rc
-            rc, names = hbDNNGetModelNameList(packed)
-            assert rc == 0 and len(names) == 2, names
+            rc, names, count = hbDNNGetModelNameList(packed)
+            assert rc == 0 and count == len(names) == 2, names
             handles = []
             for name in names:
                 rc, dnn = hbDNNGetModelHandle(packed, name)

@@ -1,7 +1,7 @@
 """hbDNN: the board's inference API over compiled models (`emu compile`), C names and all.
 
     rc, packed = hbDNNInitializeFromFiles(["model.hbm"])
-    rc, names = hbDNNGetModelNameList(packed)
+    rc, names, count = hbDNNGetModelNameList(packed)
     rc, dnn = hbDNNGetModelHandle(packed, names[0])
     rc, props = hbDNNGetInputTensorProperties(dnn, 0)
     ... allocate hbSysMem of props.alignedByteSize, fill, hbSysFlushMem(CLEAN) ...
@@ -499,13 +499,16 @@ def hbDNNRelease(packedDNNHandle: Any) -> int:
 
 # --- model information ---------------------------------------------------------------------
 
-@_api((HB_DNN_WRONG_THREAD, None))
-def hbDNNGetModelNameList(packedDNNHandle: Any) -> tuple[int, list[str] | None]:
+@_api((HB_DNN_WRONG_THREAD, None, None))
+def hbDNNGetModelNameList(packedDNNHandle: Any) -> tuple[int, list[str] | None, int | None]:
+    """The names of the packed models and their count: C's two out-parameters,
+    `modelNameList` and `modelNameCount`, in that order after the status."""
     sess = session.current()
     packed = _live_packed(packedDNNHandle, sess)
     if packed is None:
-        return HB_DNN_INVALID_PACKED_DNN_HANDLE, None
-    return HB_DNN_SUCCESS, [m.name for m in packed.models]
+        return HB_DNN_INVALID_PACKED_DNN_HANDLE, None, None
+    names = [m.name for m in packed.models]
+    return HB_DNN_SUCCESS, names, len(names)
 
 
 @_api((HB_DNN_WRONG_THREAD, None))

@@ -71,7 +71,7 @@ def run_perf(model_file: str | Path, model_name: str | None, threads: int, core_
         _check(rc, str(model_file))
         assert packed is not None
         hbdnn.set_timing_only(packed)
-        rc, names = hbdnn.hbDNNGetModelNameList(packed)
+        rc, names, _ = hbdnn.hbDNNGetModelNameList(packed)
         assert names is not None
         if model_name is None:
             if len(names) != 1:

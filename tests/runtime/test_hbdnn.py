@@ -63,8 +63,8 @@ def _infer(handle, inputs, outputs, **ctrl_fields):
 
 def test_load_query_infer_and_read_the_outputs(sess, model_file):
     packed = _load(model_file)
-    rc, names = dnn.hbDNNGetModelNameList(packed)
-    assert (rc, names) == (0, ["mnv2", "seg"])
+    rc, names, count = dnn.hbDNNGetModelNameList(packed)
+    assert (rc, names, count) == (0, ["mnv2", "seg"], 2)
     rc, handle = dnn.hbDNNGetModelHandle(packed, "mnv2")
     assert rc == 0
     assert dnn.hbDNNGetInputName(handle, 0) == (0, "input")

@@ -46,7 +46,7 @@ PENDING = ("hbDNNRoiInfer", "hbDNNResize", "hbDNNRegisterLayerCreator",
 # (a status code, or a string for the two that return `const char *` in C).
 OUTS: dict[str, int | None] = {
     "hbDNNGetVersion": None, "hbDNNInitializeFromFiles": 1, "hbDNNInitializeFromDDR": 1,
-    "hbDNNRelease": None, "hbDNNGetModelNameList": 1, "hbDNNGetModelHandle": 1,
+    "hbDNNRelease": None, "hbDNNGetModelNameList": 2, "hbDNNGetModelHandle": 1,
     "hbDNNGetInputCount": 1, "hbDNNGetOutputCount": 1, "hbDNNGetInputName": 1,
     "hbDNNGetOutputName": 1, "hbDNNGetInputTensorProperties": 1,
     "hbDNNGetOutputTensorProperties": 1, "hbDNNInfer": 1, "hbDNNWaitTaskDone": None,
@@ -412,7 +412,7 @@ def _rows() -> list[Row]:
 
     # --- model information ----------------------------------------------------------------
     add("hbDNNGetModelNameList", "valid", lambda c: dnn.hbDNNGetModelNameList(c.packed), OK,
-        list)
+        list, int)
     add("hbDNNGetModelHandle", "valid", lambda c: dnn.hbDNNGetModelHandle(c.packed, "tiny2"),
         OK, dnn.hbDNNHandle)
     bad_packed = {**{k: v for k, v in NOT_HANDLES.items()},

@@ -770,3 +770,6 @@ def command_times_ps(cmdlist: Any) -> list[tuple[str, int]]:
     if live is None:
         return []
     return [(c.label, t) for c, t in zip(live.commands, live.last_command_ps, strict=False)]
+
+
+__all__ = status.c_names(globals(), "dmp_dv", "DMP_DV")

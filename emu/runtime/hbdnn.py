@@ -1299,3 +1299,6 @@ def set_timing_only(packedDNNHandle: hbPackedDNNHandle, on: bool = True) -> None
     buffers keep what they held). `emu perf` uses it, as `hrt_model_exec perf` discards
     the outputs."""
     packedDNNHandle.compute_outputs = not on
+
+
+__all__ = status.c_names(globals(), "hb", "HB_")

@@ -214,3 +214,6 @@ def hbDSPReleaseTask(task: Any) -> int:
 
 def hbDSPGetErrorDesc(code: int) -> str:
     return status.describe(code)
+
+
+__all__ = status.c_names(globals(), "hb", "HB_")

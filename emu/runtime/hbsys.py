@@ -269,3 +269,6 @@ def hbSysWriteMem(dest: hbSysMem, src: Any, size: int) -> int:
 def hbSysReadMem(dest: npt.NDArray[Any], src: hbSysMem, size: int) -> int:
     """Copy `size` bytes of the buffer `src` into the writable host array `dest`."""
     return _copy("hbSysReadMem", src, dest, size, into_pool=False)
+
+
+__all__ = status.c_names(globals(), "hb", "HB_")

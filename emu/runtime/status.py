@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import types
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,6 +21,15 @@ SUCCESS = 0
 _DESCRIPTIONS: dict[int, str] = {SUCCESS: "success"}
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def c_names(namespace: dict[str, Any], *prefixes: str) -> list[str]:
+    """A C-API module's `__all__`: the names in `namespace` under its header's `prefixes`
+    (functions, structs, constants, macros), so that `from <module> import *` gives what
+    `#include` would and nothing else: no module it imports, no helper, none of the
+    emulator's own extensions (import those by name)."""
+    return sorted(n for n, v in namespace.items()
+                  if n.startswith(prefixes) and not isinstance(v, types.ModuleType))
 
 
 def define(code: int, description: str) -> int:

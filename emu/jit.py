@@ -18,7 +18,8 @@ be compiled once more for every distinct constant: numba types a constant as a l
 (`Literal[int](0)`) and compiles a dispatcher once per argument-type tuple. The kernels
 here never branch on a literal, so `_plain_types` makes each dispatcher type its
 arguments as the plain types (int64, float64) before it compiles: one compilation per real
-type signature. It halves the cold compile of the CV operators (`emu dsp cv --all`).
+type signature. On `emu dsp cv --all` from a cold cache that is 222 compilations instead
+of 254, 136 s instead of 152 s.
 """
 
 import hashlib

@@ -19,6 +19,18 @@ from tests.nn import calibration_reference as reference
 from tests.nn.test_execute import quantised, samples_for
 
 
+def _model(nodes: list[onnx.NodeProto], name: str, x_shape: list[int], y: str,
+           y_shape: list[int], weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """An opset-13 model of `nodes` from float input "x" to float output `y`."""
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, y_shape)],
+        [numpy_helper.from_array(w, k) for k, w in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
 def two_convs(scale_first: float = 1.0) -> onnx.ModelProto:
     """x -> Conv 3x3 (4 -> 6) + Relu -> Conv 1x1 (6 -> 3) + residual-free output."""
     rng = np.random.default_rng(5)
@@ -27,13 +39,7 @@ def two_convs(scale_first: float = 1.0) -> onnx.ModelProto:
     nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["h"], ["r"]),
              helper.make_node("Conv", ["r", "w2"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 6, 6])],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
+    return _model(nodes, "two", [1, 4, 6, 6], "y", [1, 3, 6, 6], {"w1": w1, "w2": w2})
 
 
 def test_calibration_is_max_abs_and_the_median_of_nonzero_magnitudes():
@@ -164,14 +170,10 @@ def test_bad_arguments_raise_input_error():
 
 
 def test_a_square_of_a_feature_map_runs_on_the_bpu_within_a_code():
-    w = numpy_helper.from_array(np.full((2, 2, 1, 1), 0.5, np.float32), "w")
     nodes = [helper.make_node("Conv", ["x", "w"], ["h"]),
              helper.make_node("Mul", ["h", "h"], ["y"])]
-    graph_proto = helper.make_graph(
-        nodes, "square", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])], [w])
-    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    model = _model(nodes, "square", [1, 2, 4, 4], "y", [1, 2, 4, 4],
+                   {"w": np.full((2, 2, 1, 1), 0.5, np.float32)})
     graph = importer.compile_graph(importer.load(model))
     segments = placement.place(graph)
     assert [s.kind for s in segments] == ["quantize", "bpu", "dequantize"]
@@ -393,12 +395,7 @@ def test_what_the_bpu_hands_to_the_cpu_keeps_max_abs():
     nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["h", "w2"], ["logits"]),
              helper.make_node("Softmax", ["logits"], ["p"], axis=1)]
-    graph_proto = helper.make_graph(
-        nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 24, 24])],
-        [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 16, 24, 24])],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
-    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    model = _model(nodes, "head", [1, 4, 24, 24], "p", [1, 16, 24, 24], {"w1": w1, "w2": w2})
     graph = importer.compile_graph(importer.load(model))
     segments = placement.place(graph)
     assert [s.kind for s in segments] == ["quantize", "bpu", "cpu"]

@@ -69,7 +69,7 @@ import onnx
 from emu.bpu import timing
 from emu.errors import InputError
 from emu.nn import estimate as estimate_module
-from emu.nn import execute, imagefiles, importer, layers, modelfile, placement, quantize
+from emu.nn import execute, imagefiles, importer, layers, modelcache, modelfile, placement, quantize
 from emu.nn.graph import Graph, Node, Tensor, from_packed, to_packed
 from emu.nn.placement import Segment
 from emu.nn.preprocess import IMAGE_TYPES, INPUT_TYPES, ImageInput
@@ -85,6 +85,7 @@ MAX_TIME_PER_FC_US = 10**7
 INT16_RULES = ("auto", "never", "always")
 Progress = Callable[[str], None]
 STEPS = 4  # progress reports per model: import, calibrate, quantise, check accuracy
+# (two when the model cache has the model: import, compiled before)
 
 
 # Where an image input comes from: a buffer in DDR (hbDNNInfer), or regions of interest of
@@ -229,8 +230,11 @@ class CompiledModel:
                         found.add(name)
         return found
 
-    def to_packed(self) -> modelfile.PackedModel:
-        graph_meta, arrays = to_packed(self.graph, elide=self.elided_weights())
+    def to_packed(self, elide: bool = True) -> modelfile.PackedModel:
+        """The model as a file holds it; `elide`: without the float weights only BPU
+        layers read (`elided_weights`), as `save` writes it."""
+        graph_meta, arrays = to_packed(self.graph,
+                                       elide=self.elided_weights() if elide else ())
         quant_meta, quant_arrays = self.quant.to_arrays()
         clash = set(arrays) & set(quant_arrays)
         if clash:  # the two namespaces are disjoint by construction
@@ -431,15 +435,21 @@ def compile_model(source: onnx.ModelProto | str | Path, name: str, options: Comp
     where = str(source) if isinstance(source, (str, Path)) else name
     say = progress or (lambda step: None)
     say(f"{name}: import")
-    if isinstance(source, onnx.ModelProto):
-        model = source
+    model = source if isinstance(source, onnx.ModelProto) else importer.read_model(source, where)
+    key = _cache_key(model, where, options)
+    compiled = _cached(key, name) if key is not None else None
+    if compiled is not None:
+        say(f"{name}: compiled before (model cache)")
     else:
-        try:
-            model = onnx.load_from_string(Path(source).read_bytes())
-        except OSError as exc:
-            raise InputError(f"{where}: cannot read: {exc.strerror}") from None
-        except Exception:  # protobuf's DecodeError and friends
-            raise InputError(f"{where}: not an ONNX model (cannot parse it)") from None
+        compiled = _compile(model, name, where, options, say)
+        if key is not None:
+            _keep(key, compiled)
+    return cut(compiled, options.max_time_per_fc_us, soc)
+
+
+def _compile(model: onnx.ModelProto, name: str, where: str, options: CompileOptions,
+             say: Progress) -> CompiledModel:
+    """Steps 1 to 5 (see the module docstring): the model before its function-call cut."""
     if options.batch is not None:
         model = rebatch(model, options.batch, where)
     notes: list[str] = []
@@ -458,15 +468,64 @@ def compile_model(source: onnx.ModelProto | str | Path, name: str, options: Comp
     say(f"{name}: check accuracy")
     checked = samples.feeds[:ACCURACY_SAMPLES]
     accuracy = {k: float(v) for k, v in quantize.accuracy(quant, checked).items()}
-    compiled = CompiledModel(name, graph, segments, quant, {},
-                             options.as_meta(samples.description), accuracy, notes)
-    subgraphs = compiled.subgraphs()
-    resident = compiled.weights_resident(soc)
-    limit_ps = round(options.max_time_per_fc_us * 1e6)
-    for index, groups in subgraphs.items():
-        compiled.function_calls[index] = timing.split_function_calls(
-            groups, soc.bpu, limit_ps, resident)
-    return compiled
+    uncut = replace(options, max_time_per_fc_us=0.0)  # the cut is the last step
+    return CompiledModel(name, graph, segments, quant, {}, uncut.as_meta(samples.description),
+                         accuracy, notes)
+
+
+def _cache_key(model: onnx.ModelProto, where: str, options: CompileOptions) -> str | None:
+    """The model cache's key for compiling `model` (read from `where`) with `options`:
+    everything steps 1 to 5 read (modelcache.py). None, so the model compiles uncached,
+    when that is not all in hand: weights left in external files (refused by the import),
+    or a calibration folder that cannot be read (the compile then says why)."""
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        return None
+    calibration = b""
+    if options.calib_dir is not None:
+        found = modelcache.folder_digest(options.calib_dir)
+        if found is None:
+            return None
+        calibration = found
+    uncut = replace(options, max_time_per_fc_us=0.0)
+    data = model.SerializeToString(deterministic=True)
+    return modelcache.key(f"model file format {modelfile.FORMAT_VERSION}".encode(), data,
+                          where.encode(), repr(uncut).encode(), calibration)
+
+
+def _keep(key: str, model: CompiledModel) -> None:
+    """Store `model` in the model cache under `key`, unless a file cannot hold it (an
+    array of a dtype the format lacks: then `save` refuses it too, in one line)."""
+    from emu import __version__
+    try:
+        data = modelfile.dumps([model.to_packed(elide=False)], __version__)
+    except modelfile.ModelFileError:
+        return
+    modelcache.store(key, data)
+
+
+def _cached(key: str, name: str) -> CompiledModel | None:
+    """The model `modelcache` holds under `key`, named `name`, or None (see modelcache)."""
+    data = modelcache.load(key)
+    if data is None:
+        return None
+    try:
+        packed = modelfile.loads(data, "model cache entry")
+        if len(packed) != 1:
+            return None
+        return replace(CompiledModel.from_packed(packed[0], "model cache entry"), name=name)
+    except InputError:  # damaged or of another format: compiled again and replaced
+        return None
+
+
+def cut(model: CompiledModel, max_time_per_fc_us: float, soc: SocConfig) -> CompiledModel:
+    """`model` with each BPU subgraph cut into function calls of at most
+    `max_time_per_fc_us` of estimated time on `soc` (step 6; 0: no limit)."""
+    limit_ps = round(max_time_per_fc_us * 1e6)
+    resident = model.weights_resident(soc)
+    calls = {index: timing.split_function_calls(groups, soc.bpu, limit_ps, resident)
+             for index, groups in model.subgraphs().items()}
+    return replace(model, function_calls=calls,
+                   options={**model.options, "max_time_per_fc_us": max_time_per_fc_us})
 
 
 # --- files ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ Passes build new graphs; none mutates one.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -134,24 +135,61 @@ def toposort(nodes: Iterable[Node], inputs: Iterable[str], tensors: dict[str, Te
              prefer: dict[str, str] | None = None) -> tuple[Node, ...]:
     """Nodes in a topological order, stable (original order among ready nodes). With
     `prefer` (node name -> a group label), a ready node of the last node's group goes
-    first, so nodes of one group stay together where the dependences allow it."""
+    first, so nodes of one group stay together where the dependences allow it.
+
+    Kahn's algorithm over heaps of original positions: each step takes the earliest ready
+    node (of the preferred group when it has one ready), in time linear in the edges times
+    a logarithm, not quadratic in the nodes."""
     pending = list(nodes)
     ready_names = set(inputs) | {k for k, t in tensors.items() if t.is_const}
     produced = {out for node in pending for out in node.outputs}
+    missing = []  # per node: how many of its inputs are still to be produced
+    waiting: dict[str, list[int]] = {}  # tensor -> the nodes waiting for it
+    for index, node in enumerate(pending):
+        names = {n for n in node.inputs if n and n not in ready_names and n in produced}
+        missing.append(len(names))
+        for name in names:
+            waiting.setdefault(name, []).append(index)
+    ready: list[int] = []
+    groups: dict[str, list[int]] = {}  # label -> ready nodes of that group
+
+    def make_ready(index: int) -> None:
+        heapq.heappush(ready, index)
+        label = prefer.get(pending[index].name) if prefer is not None else None
+        if label is not None:
+            heapq.heappush(groups.setdefault(label, []), index)
+
+    for index, count in enumerate(missing):
+        if count == 0:
+            make_ready(index)
+    taken = [False] * len(pending)
     ordered: list[Node] = []
     last: str | None = None
-    while pending:
-        ready = [i for i, node in enumerate(pending)
-                 if all(not n or n in ready_names or n not in produced for n in node.inputs)]
-        if not ready:
-            raise InputError(f"graph: a cycle through node {pending[0].name}")
-        pick = ready[0]
-        if prefer is not None and last is not None:
-            same = [i for i in ready if prefer.get(pending[i].name) == last]
-            pick = same[0] if same else pick
-        node = pending.pop(pick)
+    while len(ordered) < len(pending):
+        pick = None
+        if last is not None:
+            same = groups.get(last, [])
+            while same and taken[same[0]]:
+                heapq.heappop(same)
+            pick = same[0] if same else None
+        while ready and taken[ready[0]]:
+            heapq.heappop(ready)
+        if pick is None:
+            if not ready:
+                first = next(i for i, done in enumerate(taken) if not done)
+                raise InputError(f"graph: a cycle through node {pending[first].name}")
+            pick = ready[0]
+        taken[pick] = True
+        node = pending[pick]
         ordered.append(node)
-        ready_names.update(node.outputs)
+        for out in node.outputs:
+            if out in ready_names:
+                continue
+            ready_names.add(out)
+            for index in waiting.pop(out, ()):
+                missing[index] -= 1
+                if missing[index] == 0:
+                    make_ready(index)
         last = prefer.get(node.name) if prefer is not None else None
     return tuple(ordered)
 

@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.external_data_helper
 import onnx.version_converter
 
 from emu.errors import InputError
@@ -94,6 +95,31 @@ def convert_opset(model: onnx.ModelProto, opset: int, where: str) -> onnx.ModelP
     return converted
 
 
+def read_model(source: str | Path | bytes, where: str) -> onnx.ModelProto:
+    """The ONNX model in file `source` (or these bytes), with the weights it keeps in
+    external files read from the model's own folder (onnx refuses a location outside it)."""
+    try:
+        data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read: {exc.strerror}") from None
+    try:
+        model = onnx.load_from_string(data)
+    except Exception:  # protobuf's DecodeError and friends
+        raise InputError(f"{where}: not an ONNX model (cannot parse it)") from None
+    if not isinstance(source, bytes) and any(_external(t) for t in model.graph.initializer):
+        try:
+            onnx.external_data_helper.load_external_data_for_model(
+                model, str(Path(source).resolve().parent))
+        except Exception as exc:  # onnx's ValidationError, OSError, ...
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise InputError(f"{where}: cannot read its external data: {first}") from None
+    return model
+
+
+def _external(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location == onnx.TensorProto.EXTERNAL
+
+
 def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None = None,
          where: str | None = None) -> Graph:
     """The model as a `Graph` (shapes inferred, not yet compiled); a line about anything
@@ -104,16 +130,13 @@ def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None =
     if isinstance(source, onnx.ModelProto):
         model = source
     else:
-        try:
-            data = source if isinstance(source, bytes) else Path(source).read_bytes()
-        except OSError as exc:
-            raise InputError(f"{where}: cannot read: {exc.strerror}") from None
-        try:
-            model = onnx.load_from_string(data)
-        except Exception:  # protobuf's DecodeError and friends
-            raise InputError(f"{where}: not an ONNX model (cannot parse it)") from None
+        model = read_model(source, where)
         if not model.graph.node:
             raise InputError(f"{where}: not an ONNX model (no graph nodes)")
+    outside = [t.name for t in model.graph.initializer if _external(t)]
+    if outside:
+        raise InputError(f"{where}: initializer {outside[0]!r} keeps its data in an external "
+                         "file; give the model as a file, whose folder holds that data")
     opsets = {o.domain: o.version for o in model.opset_import}
     opset = opsets.get("", opsets.get("ai.onnx"))
     if opset is None:

@@ -36,7 +36,7 @@ matters here, so the models' outputs are not computed (`hbdnn.set_timing_only`, 
 Models: built by the zoo and compiled once per process for each input size (calibrated on
 one random sample: the calibration changes the numbers, not the layers or their timing);
 a different `max_time_per_fc` only cuts the same quantised model into other function
-calls, which is the compiler's last step (`_cut`).
+calls, which is the compiler's last step (`compiler.cut`).
 
 Per pipeline: frames, latency (arrival to the end of the last step) avg / p50 / p99 / max,
 deadline misses (latency above the pipeline's period) and the mean split of a frame:
@@ -55,12 +55,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from emu.bpu import timing
 from emu.errors import InputError, SimulationError
 from emu.nn import compiler, zoo
 from emu.nn.compiler import CompiledModel
 from emu.runtime import hbdnn, session
-from emu.soc.clock import PS_PER_S, PS_PER_US
+from emu.soc.clock import PS_PER_S
 from emu.soc.config import SocConfig
 from emu.workloads.cameras import _ms, percentile, run_threads
 from emu.workloads.nn_perf import _tensors
@@ -139,21 +138,7 @@ def compiled(name: str, size: tuple[int, int], input_type: str, max_time_per_fc_
         options = compiler.CompileOptions(input_type=input_type, calib_random=1)
         _QUANTISED[key] = compiler.compile_model(zoo.build(name, size), name, options,
                                                  hardware)
-    return _cut(_QUANTISED[key], max_time_per_fc_us, hardware)
-
-
-def _cut(model: CompiledModel, max_time_per_fc_us: float, hardware: SocConfig
-         ) -> CompiledModel:
-    """`model` with each BPU subgraph cut into function calls of at most
-    `max_time_per_fc_us` on `hardware` (the compiler's step 6; nothing before it depends
-    on the limit)."""
-    limit_ps = round(max_time_per_fc_us * PS_PER_US)
-    resident = model.weights_resident(hardware)
-    calls = {k: timing.split_function_calls(groups, hardware.bpu, limit_ps, resident)
-             for k, groups in model.subgraphs().items()}
-    return dataclasses.replace(model, function_calls=calls,
-                               options={**model.options,
-                                        "max_time_per_fc_us": max_time_per_fc_us})
+    return compiler.cut(_QUANTISED[key], max_time_per_fc_us, hardware)
 
 
 # --- the pipelines ---------------------------------------------------------------------------

@@ -17,6 +17,9 @@ The steps, each in its own module:
    function calls of at most `--max-time-per-fc` microseconds of estimated time on the
    hardware the compiler was given.
 
+Steps 1 to 5 never read the hardware, and their result is looked up first in the model
+cache (`modelcache.py`, keyed by what they read); step 6 (`cut`) runs on every compile.
+
 Calibration samples: `--calib-dir DIR` reads every `.npy` file in it (one sample each, in
 the compiled input's shape and dtype; a multi-input model takes `.npz` files keyed by
 input name), in name order, or every picture in it (PNG, PGM/PPM, JPEG with Pillow; not

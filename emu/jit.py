@@ -26,7 +26,7 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -58,13 +58,19 @@ def kernel_sources(package: Path = PACKAGE) -> list[Path]:
     return sorted(found)
 
 
+def files_digest(paths: Iterable[Path], root: Path) -> str:
+    """A SHA-256 of `paths` (in the order given): each one's path under `root`, then its
+    contents."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def cache_key(package: Path = PACKAGE) -> str:
     """A digest of `kernel_sources`: their paths in the package and their contents."""
-    digest = hashlib.sha256()
-    for path in kernel_sources(package):
-        digest.update(path.relative_to(package.parent).as_posix().encode())
-        digest.update(b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    return files_digest(kernel_sources(package), package.parent)[:16]
 
 
 def _use_keyed_cache() -> None:

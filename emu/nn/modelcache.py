@@ -18,7 +18,7 @@ least recently used entries go until the folder holds at most `MAX_BYTES`.
 
 Where: the folder `EMU_MODEL_CACHE` names, else `$XDG_CACHE_HOME/emu/models` (`~/.cache` when
 that is unset). `EMU_MODEL_CACHE=off` turns the cache off. A folder that cannot be created
-or written leaves the cache off for the process: compiling never fails because of the cache.
+or written leaves that compile uncached: compiling never fails because of the cache.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from emu import jit
+
 ENV = "EMU_MODEL_CACHE"
 OFF = "off"
 MAX_BYTES = 2 * 1024**3  # a policy for the user's disk, not a hardware figure
 SUFFIX = ".emu"
-PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def folder() -> Path | None:
@@ -48,13 +49,9 @@ def folder() -> Path | None:
 
 
 @functools.cache
-def source_digest(package: Path = PACKAGE) -> str:
+def source_digest(package: Path = jit.PACKAGE) -> str:
     """A digest of every Python source of the emu package: paths and contents."""
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return jit.files_digest(sorted(package.rglob("*.py")), package)
 
 
 def key(*parts: bytes) -> str:

@@ -148,6 +148,7 @@ def test_a_cache_that_cannot_be_written_leaves_compiling_alone(tmp_path, monkeyp
     model, steps = _compile(segmented())
     assert "m: calibrate" in steps and blocker.read_text() == "not a folder"
     assert model.run  # compiled all the same
+    assert model.accuracy and model.function_calls
 
 
 def test_off_writes_nothing(tmp_path, monkeypatch):

@@ -401,6 +401,7 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
         watched.update(n for n in (*node.inputs, *node.outputs) if n and not graph.is_const(n))
         if execute.intermediates(graph, node):
             inner.add(node.name)
+    needed = _feeding(graph, watched)
     peak: dict[str, float] = {}
     medians: dict[str, list[float]] = {}
     histograms: dict[str, Histogram] = {}
@@ -421,6 +422,8 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
             if name in watched:
                 observe(name, values[name])
         for node in graph.nodes:
+            if node.name not in needed:
+                continue
             ins = execute.node_inputs(graph, node, values)
             values.update(zip(node.outputs, execute.float_node(graph, node, ins), strict=True))
             if node.name in inner:
@@ -433,6 +436,21 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
                                histograms.get(name))
              for name in peak}
     return Calibration(stats, len(samples), method, percentile)
+
+
+def _feeding(graph: Graph, tensors: set[str]) -> set[str]:
+    """The names of the nodes whose outputs `tensors` depend on: the only ones a
+    calibration run computes (a CPU tail after the last BPU layer, or a whole model with no
+    BPU layer, is never run)."""
+    producers = graph.producers()
+    found: set[str] = set()
+    pending = list(tensors)
+    while pending:
+        node = producers.get(pending.pop())
+        if node is not None and node.name not in found:
+            found.add(node.name)
+            pending.extend(n for n in node.inputs if n)
+    return found
 
 
 # ---------------------------------------------------------------------------------------
@@ -619,6 +637,10 @@ def accuracy(qmodel: QuantModel, samples: Sequence[dict[str, np.ndarray]]) -> Ac
     if not samples:
         raise InputError("accuracy needs at least one sample")
     outputs = qmodel.graph.outputs
+    if all(s.kind == "cpu" for s in qmodel.segments):
+        # Nothing is quantised: `execute.run` computes the CPU nodes with the float code
+        # `run_float` uses, so every output is the float output.
+        return Accuracy(dict.fromkeys(outputs, 1.0))
     quant: dict[str, list[np.ndarray]] = {n: [] for n in outputs}
     exact: dict[str, list[np.ndarray]] = {n: [] for n in outputs}
     for feeds in samples:

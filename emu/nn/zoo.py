@@ -89,7 +89,9 @@ from __future__ import annotations
 import importlib.util
 import math
 import operator
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,23 +216,50 @@ def build(name: str, input_size: Sequence[int] | None = None, batch: int | None 
           seed: int = 0, classes: int | None = None) -> onnx.ModelProto:
     """Zoo model `name` as an ONNX model with seeded weights; `input_size` (H, W),
     `batch` and a classifier's `classes` default to the entry's."""
-    import numpy as np
-
     item, (height, width), batch = check(name, input_size, batch, classes)
     if item.source is not None:
         return _onnx_test_model(item, batch, seed, weights=True)
     assert item.build is not None
-    # The weights: drawn in a build at the calibration size, whose BatchNormalization
-    # statistics a NumPy run on standard-normal data sets; then the graph at the size asked.
+    net = _Net(item, batch, seed, weights=False, classes=classes)
+    item.build(net, height, width)
+    return net.model(f"{height}x{width}", seed, _weights(item, seed, classes))
+
+
+_WEIGHTS_KEPT_BYTES = 256 << 20
+"""How many bytes of calibrated weights `_weights` keeps for builds to come."""
+_weights_kept: OrderedDict[tuple[str, int, int | None], dict[str, np.ndarray]] = OrderedDict()
+_weights_lock = threading.Lock()
+
+
+def _weights(item: Entry, seed: int, classes: int | None) -> dict[str, np.ndarray]:
+    """The weights of a built entry, as read-only arrays: drawn in a build at the
+    calibration size, whose BatchNormalization statistics a NumPy run on standard-normal
+    data sets. They depend on neither the input size nor the batch, so the most recently
+    used are kept (up to `_WEIGHTS_KEPT_BYTES`): scripts and tests build one network at
+    several sizes and batches, and the calibration run is most of a build."""
+    import numpy as np
+
+    key = (item.name, seed, classes)
+    with _weights_lock:
+        if key in _weights_kept:
+            _weights_kept.move_to_end(key)
+            return _weights_kept[key]
+    assert item.build is not None
     calibration = _Net(item, 1, seed, weights=True, classes=classes)
     side = max(64, _CALIBRATION_STRIDES * item.stride)
     item.build(calibration, side, side)
     data = calibration.rng.standard_normal(calibration.inputs[0][1], dtype=np.float32)
     _calibrate_batchnorm(calibration.nodes, calibration.arrays,
                          {calibration.inputs[0][0]: data}, wrap=True)
-    net = _Net(item, batch, seed, weights=False, classes=classes)
-    item.build(net, height, width)
-    return net.model(f"{height}x{width}", seed, calibration.arrays)
+    arrays = calibration.arrays
+    for array in arrays.values():
+        array.setflags(write=False)
+    with _weights_lock:
+        _weights_kept[key] = arrays
+        while len(_weights_kept) > 1 and sum(a.nbytes for kept in _weights_kept.values()
+                                             for a in kept.values()) > _WEIGHTS_KEPT_BYTES:
+            _weights_kept.popitem(last=False)
+    return arrays
 
 
 def summary(name: str, input_size: Sequence[int] | None = None,

@@ -427,3 +427,63 @@ def test_bad_methods_are_refused():
     calibration = quantize.calibrate(graph, segments, samples)
     with pytest.raises(InputError, match="needs histograms"):
         quantize.quantize(graph, segments, dataclasses.replace(calibration, method="kl"))
+
+
+def _cpu_head_bpu_conv_cpu_tail() -> onnx.ModelProto:
+    """x -> Asinh (CPU) -> Conv 3x3 (BPU) -> Softmax (CPU) -> y."""
+    w = (np.random.default_rng(3).standard_normal((3, 4, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Asinh", ["x"], ["s"]),
+             helper.make_node("Conv", ["s", "w"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Softmax", ["h"], ["y"], axis=1)]
+    return _model(nodes, "tail", [1, 4, 6, 6], "y", [1, 3, 6, 6], {"w": w})
+
+
+def _recording_float_node(monkeypatch) -> list[str]:
+    ran: list[str] = []
+    real = execute.float_node
+
+    def float_node(graph, node, ins, *args, **kwargs):
+        ran.append(node.op)
+        return real(graph, node, ins, *args, **kwargs)
+
+    monkeypatch.setattr(execute, "float_node", float_node)
+    return ran
+
+
+def test_calibration_runs_only_what_the_bpu_tensors_depend_on(monkeypatch):
+    graph = importer.compile_graph(importer.load(_cpu_head_bpu_conv_cpu_tail()))
+    segments = placement.place(graph)
+    where = {node.op: s.kind for s in segments for node in graph.nodes if node.name in s.nodes}
+    assert where == {"Asinh": "cpu", "Conv": "bpu", "Softmax": "cpu"}
+    samples = samples_for(graph, 3, seed=2)
+    ran = _recording_float_node(monkeypatch)
+    pruned = quantize.calibrate(graph, segments, samples, method="kl")
+    assert ran == ["Asinh", "Conv"] * 3  # the CPU head feeds the BPU; the tail does not
+    monkeypatch.setattr(quantize, "_feeding", lambda g, tensors: {n.name for n in g.nodes})
+    ran.clear()
+    whole = quantize.calibrate(graph, segments, samples, method="kl")
+    assert ran == ["Asinh", "Conv", "Softmax"] * 3
+    assert pruned == whole and set(pruned.stats) == {"s", "h"}
+    for name, stats in pruned.stats.items():  # the histograms too, which == leaves out
+        other = whole.stats[name].histogram
+        assert stats.histogram is not None and other is not None
+        assert stats.histogram.top == other.top
+        assert stats.histogram.counts.tobytes() == other.counts.tobytes()
+
+
+def test_a_model_with_nothing_on_the_bpu_calibrates_nothing_and_is_exact(monkeypatch):
+    nodes = [helper.make_node("Asinh", ["x"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["y"], axis=1)]
+    graph = importer.compile_graph(importer.load(
+        _model(nodes, "cpu", [1, 4, 6, 6], "y", [1, 4, 6, 6], {})))
+    segments = placement.place(graph)
+    assert [s.kind for s in segments] == ["cpu"]
+    samples = samples_for(graph, 2, seed=4)
+    ran = _recording_float_node(monkeypatch)
+    calibration = quantize.calibrate(graph, segments, samples)
+    assert ran == [] and calibration.stats == {}
+    qmodel = quantize.quantize(graph, segments, calibration)
+    assert quantize.accuracy(qmodel, samples) == {"y": 1.0}
+    for feeds in samples:  # what the accuracy check no longer runs: the same float code
+        assert execute.run(qmodel, feeds)["y"].tobytes() == \
+            execute.run_float(graph, feeds)["y"].tobytes()

@@ -180,6 +180,28 @@ def test_the_same_seed_gives_the_same_bytes_and_another_seed_other_weights():
     assert bigger.SerializeToString() != a.SerializeToString()
 
 
+def test_kept_weights_are_the_weights_of_a_fresh_build_and_cannot_be_changed(monkeypatch):
+    kept = zoo.build("mobilenetv1", (64, 64), seed=7)
+    monkeypatch.setattr(zoo, "_weights_kept", type(zoo._weights_kept)())  # nothing kept
+    assert zoo.build("mobilenetv1", (64, 64), seed=7).SerializeToString() == \
+        kept.SerializeToString()
+    arrays = zoo._weights(zoo.entry("mobilenetv1"), 7, None)
+    assert arrays is zoo._weights(zoo.entry("mobilenetv1"), 7, None)  # kept, not redrawn
+    with pytest.raises(ValueError, match="read-only"):
+        next(iter(arrays.values()))[...] = 0
+
+
+def test_the_weights_kept_stay_within_their_byte_budget(monkeypatch):
+    monkeypatch.setattr(zoo, "_weights_kept", type(zoo._weights_kept)())
+    monkeypatch.setattr(zoo, "_WEIGHTS_KEPT_BYTES", 1)  # room for the newest only
+    first = zoo._weights(zoo.entry("mobilenetv1"), 1, None)
+    zoo._weights(zoo.entry("mobilenetv1"), 2, None)
+    assert list(zoo._weights_kept) == [("mobilenetv1", 2, None)]
+    again = zoo._weights(zoo.entry("mobilenetv1"), 1, None)
+    assert again is not first and all(a.tobytes() == first[k].tobytes()
+                                      for k, a in again.items())
+
+
 def test_the_topologies_have_the_published_sizes():
     # weights (BatchNormalization's running statistics included) and MACs at the default
     # size, against the published figures of each architecture.

@@ -76,6 +76,7 @@ from emu.nn import execute, imagefiles, importer, layers, modelcache, modelfile,
 from emu.nn.graph import Graph, Node, Tensor, from_packed, to_packed
 from emu.nn.placement import Segment
 from emu.nn.preprocess import IMAGE_TYPES, INPUT_TYPES, ImageInput
+from emu.soc.clock import PS_PER_US
 from emu.soc.config import SocConfig
 
 ACCURACY_FLOOR = 0.99
@@ -481,7 +482,7 @@ def _cache_key(model: onnx.ModelProto, where: str, options: CompileOptions) -> s
     everything steps 1 to 5 read (modelcache.py). None, so the model compiles uncached,
     when that is not all in hand: weights left in external files (refused by the import),
     or a calibration folder that cannot be read (the compile then says why)."""
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+    if importer.external_initializers(model):
         return None
     calibration = b""
     if options.calib_dir is not None:
@@ -523,7 +524,7 @@ def _cached(key: str, name: str) -> CompiledModel | None:
 def cut(model: CompiledModel, max_time_per_fc_us: float, soc: SocConfig) -> CompiledModel:
     """`model` with each BPU subgraph cut into function calls of at most
     `max_time_per_fc_us` of estimated time on `soc` (step 6; 0: no limit)."""
-    limit_ps = round(max_time_per_fc_us * 1e6)
+    limit_ps = round(max_time_per_fc_us * PS_PER_US)
     resident = model.weights_resident(soc)
     calls = {index: timing.split_function_calls(groups, soc.bpu, limit_ps, resident)
              for index, groups in model.subgraphs().items()}

@@ -106,7 +106,7 @@ def read_model(source: str | Path | bytes, where: str) -> onnx.ModelProto:
         model = onnx.load_from_string(data)
     except Exception:  # protobuf's DecodeError and friends
         raise InputError(f"{where}: not an ONNX model (cannot parse it)") from None
-    if not isinstance(source, bytes) and any(_external(t) for t in model.graph.initializer):
+    if not isinstance(source, bytes) and external_initializers(model):
         try:
             onnx.external_data_helper.load_external_data_for_model(
                 model, str(Path(source).resolve().parent))
@@ -116,8 +116,10 @@ def read_model(source: str | Path | bytes, where: str) -> onnx.ModelProto:
     return model
 
 
-def _external(tensor: onnx.TensorProto) -> bool:
-    return tensor.data_location == onnx.TensorProto.EXTERNAL
+def external_initializers(model: onnx.ModelProto) -> list[str]:
+    """The names of the initializers whose data is still in external files."""
+    return [t.name for t in model.graph.initializer
+            if t.data_location == onnx.TensorProto.EXTERNAL]
 
 
 def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None = None,
@@ -133,7 +135,7 @@ def load(source: str | Path | bytes | onnx.ModelProto, notes: list[str] | None =
         model = read_model(source, where)
         if not model.graph.node:
             raise InputError(f"{where}: not an ONNX model (no graph nodes)")
-    outside = [t.name for t in model.graph.initializer if _external(t)]
+    outside = external_initializers(model)
     if outside:
         raise InputError(f"{where}: initializer {outside[0]!r} keeps its data in an external "
                          "file; give the model as a file, whose folder holds that data")

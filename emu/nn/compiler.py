@@ -20,15 +20,21 @@ The steps, each in its own module:
 Steps 1 to 5 never read the hardware, and their result is looked up first in the model
 cache (`modelcache.py`, keyed by what they read); step 6 (`cut`) runs on every compile.
 
-Calibration samples: `--calib-dir DIR` reads every `.npy` file in it (one sample each, in
-the compiled input's shape and dtype; a multi-input model takes `.npz` files keyed by
-input name), in name order, or every picture in it (PNG, PGM/PPM, JPEG with Pillow; not
-both kinds): each resized to the input's H x W (bilinear, half-pixel centres), grey to RGB
-by repeating and RGB to grey by BT.601 luma; for an rgb, bgr or gray input type the uint8
-pixels, for a float feature map (pixel - mean) x scale per channel, planes first, with
-`--mean` (default 0) and `--scale` (default 1/255: pixels in [0, 1]); every frame of a
-batch is the same picture; `--calib-random N` (the default, N = 16) draws N samples with
-`--seed`: standard normal float32 feature maps, or uniformly random uint8 images.
+Calibration samples are runs of the model as exported: a model exported for one frame
+and compiled with `--batch N` is calibrated, and its accuracy checked, at batch 1 (its
+quantisation is the batched model's: int8 scales are per tensor, whatever the batch), so
+`--calib-random 16` runs 16 frames at any `--batch`, as the vendor toolchain calibrates on
+single images. (A model exported with its own batch keeps it, since its layers may mix
+frames; so does one whose placement differs at batch 1.) `--calib-dir DIR` reads every
+`.npy` file in it (one run each, in the compiled input's shape and dtype, split into its
+frames when calibrating at batch 1; a multi-input model takes `.npz` files keyed by input
+name), in name order, or every picture in it (PNG, PGM/PPM, JPEG with Pillow; not both
+kinds; each fills every frame of a run): each resized to the input's H x W (bilinear,
+half-pixel centres), grey to RGB by repeating and RGB to grey by BT.601 luma; for an rgb,
+bgr or gray input type the uint8 pixels, for a float feature map (pixel - mean) x scale
+per channel, planes first, with `--mean` (default 0) and `--scale` (default 1/255: pixels
+in [0, 1]); `--calib-random N` (the default, N = 16) draws N samples with `--seed`:
+standard normal float32 feature maps, or uniformly random uint8 images.
 The model's options record what calibrated it (`"calibration"`: "4 pictures in DIR",
 "3 arrays in DIR", "16 random samples, seed 0", `CalibrationSamples.description`) and how
 (`"calib_method"`, and `"calib_percentile"` for percentile); `flagged` lists every output
@@ -352,10 +358,13 @@ class CalibrationSamples:
     description: str
 
 
-def calibration_samples(graph: Graph, options: CompileOptions) -> CalibrationSamples:
-    """The calibration feeds (see the module docstring)."""
+def calibration_samples(graph: Graph, options: CompileOptions,
+                        whole: Graph | None = None) -> CalibrationSamples:
+    """The calibration feeds of `graph` (see the module docstring); `whole`, when given,
+    is the compiled graph of which `graph` is one frame: arrays are read in its input
+    shapes and each split into its frames."""
     if options.calib_dir is not None:
-        return _read_samples(graph, options.calib_dir, options)
+        return _read_samples(graph, options.calib_dir, options, whole)
     rng = np.random.default_rng(options.seed)
     samples = []
     for _ in range(options.calib_random):
@@ -370,7 +379,8 @@ def calibration_samples(graph: Graph, options: CompileOptions) -> CalibrationSam
     return CalibrationSamples(samples, f"{len(samples)} random samples, seed {options.seed}")
 
 
-def _read_samples(graph: Graph, folder: Path, options: CompileOptions) -> CalibrationSamples:
+def _read_samples(graph: Graph, folder: Path, options: CompileOptions,
+                  whole: Graph | None) -> CalibrationSamples:
     if not folder.is_dir():
         raise InputError(f"--calib-dir {folder}: not a folder")
     arrays = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))
@@ -391,8 +401,15 @@ def _read_samples(graph: Graph, folder: Path, options: CompileOptions) -> Calibr
             data = path.read_bytes()
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-        samples.append(execute.read_feeds(graph, data, str(path)))
-    return CalibrationSamples(samples, f"{len(samples)} arrays in {folder}")
+        feeds = execute.read_feeds(whole or graph, data, str(path))
+        samples.extend(_frames(feeds) if whole is not None else [feeds])
+    return CalibrationSamples(samples, f"{len(arrays)} arrays in {folder}")
+
+
+def _frames(feeds: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """One run's feeds as the feeds of each of its frames (dimension 0 of every input)."""
+    count = len(next(iter(feeds.values())))
+    return [{name: value[i:i + 1] for name, value in feeds.items()} for i in range(count)]
 
 
 PICTURE_SCALE = 1.0 / 255.0  # a float input's default from pictures: pixels in [0, 1]
@@ -401,7 +418,7 @@ _GREY_WEIGHTS = (299, 587, 114)  # BT.601 luma, in thousandths
 
 def picture_sample(graph: Graph, path: Path, options: CompileOptions) -> dict[str, np.ndarray]:
     """A picture as the model's one input (see the module docstring): resized to the
-    input's H x W (`imagefiles.fit`), every frame of the batch the same picture."""
+    input's H x W (`imagefiles.fit`), every frame of a batch the same picture."""
     if len(graph.inputs) != 1:
         raise InputError(f"{path}: a picture calibrates a model of one input; this one has "
                          f"{len(graph.inputs)}")
@@ -454,27 +471,54 @@ def compile_model(source: onnx.ModelProto | str | Path, name: str, options: Comp
 def _compile(model: onnx.ModelProto, name: str, where: str, options: CompileOptions,
              say: Progress) -> CompiledModel:
     """Steps 1 to 5 (see the module docstring): the model before its function-call cut."""
+    exported = model
     if options.batch is not None:
         model = rebatch(model, options.batch, where)
     notes: list[str] = []
+    graph, segments = _placed(model, notes, where, options)
+    frames = _frame_graph(exported, graph, segments, where, options)
+    say(f"{name}: calibrate")
+    samples = calibration_samples(frames[0], options, None if frames[0] is graph else graph)
+    calibration = quantize.calibrate(*frames, samples.feeds, method=options.calib_method,
+                                     percentile=options.calib_percentile,
+                                     keep_outputs=ACCURACY_SAMPLES)
+    say(f"{name}: quantise")
+    quant = quantize.quantize(graph, segments, calibration, int16=options.int16)
+    checked_model = quant if frames[0] is graph else \
+        quantize.quantize(*frames, calibration, int16=options.int16)
+    say(f"{name}: check accuracy")
+    checked = samples.feeds[:ACCURACY_SAMPLES]
+    accuracy = {k: float(v) for k, v in quantize.accuracy(
+        checked_model, checked, calibration.float_outputs).items()}
+    uncut = replace(options, max_time_per_fc_us=0.0)  # the cut is the last step
+    return CompiledModel(name, graph, segments, quant, {}, uncut.as_meta(samples.description),
+                         accuracy, notes)
+
+
+def _placed(model: onnx.ModelProto, notes: list[str], where: str, options: CompileOptions
+            ) -> tuple[Graph, list[Segment]]:
+    """Steps 2 to 4 (see the module docstring): the graph and its segments."""
     graph = importer.compile_graph(importer.load(model, notes, where))
     graph = add_preprocess(graph, options)
     segments = placement.place(graph, dsp_softmax=options.dsp_softmax)
     if options.output_codes:  # as J5's toolchain removing the Dequantize nodes
         segments = [s for s in segments if s.kind != "dequantize"]
-    say(f"{name}: calibrate")
-    samples = calibration_samples(graph, options)
-    calibration = quantize.calibrate(graph, segments, samples.feeds,
-                                     method=options.calib_method,
-                                     percentile=options.calib_percentile)
-    say(f"{name}: quantise")
-    quant = quantize.quantize(graph, segments, calibration, int16=options.int16)
-    say(f"{name}: check accuracy")
-    checked = samples.feeds[:ACCURACY_SAMPLES]
-    accuracy = {k: float(v) for k, v in quantize.accuracy(quant, checked).items()}
-    uncut = replace(options, max_time_per_fc_us=0.0)  # the cut is the last step
-    return CompiledModel(name, graph, segments, quant, {}, uncut.as_meta(samples.description),
-                         accuracy, notes)
+    return graph, segments
+
+
+def _frame_graph(exported: onnx.ModelProto, graph: Graph, segments: list[Segment],
+                 where: str, options: CompileOptions) -> tuple[Graph, list[Segment]]:
+    """The graph and segments that calibration and the accuracy check run (see
+    "Calibration samples" in the module docstring): the model as exported when that takes
+    one frame and `--batch` made `graph` take more, else `graph` itself."""
+    if options.batch is None or options.batch == 1:
+        return graph, segments
+    single = _placed(exported, [], where, options)
+    if any(batch_of(single[0].tensors[name].shape) != 1 for name in single[0].inputs):
+        return graph, segments
+    if [(s.kind, s.nodes) for s in single[1]] != [(s.kind, s.nodes) for s in segments]:
+        return graph, segments
+    return single
 
 
 def _cache_key(model: onnx.ModelProto, where: str, options: CompileOptions) -> str | None:

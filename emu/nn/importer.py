@@ -8,7 +8,8 @@ definitions (said in `notes` too) rather than converted down, because converting
 change what an op computes (MaxPool's ceil_mode rule changed at opset 22); a model the
 converter cannot convert is refused naming the operator. Then ONNX shape inference runs
 in strict mode. Accepted besides: static shapes on every graph input, a shape for every
-tensor after inference. Anything else raises a one-line `InputError`.
+tensor after inference, a Reshape keeping its element count (inference takes a constant
+shape input on trust). Anything else raises a one-line `InputError`.
 
 `compile_graph` applies the passes in this fixed order; each is a pure Graph -> Graph, and
 none renames a graph output:
@@ -228,7 +229,22 @@ def _convert(model: onnx.ModelProto, where: str, opset: int) -> Graph:
     inputs = tuple(v.name for v in g.input if not tensors[v.name].is_const)
     graph = Graph(inputs, tuple(v.name for v in g.output), tuple(nodes), tensors, opset)
     graph.validate()
+    for node in graph.nodes:
+        _check_reshape(graph, node, where)
     return graph
+
+
+def _check_reshape(graph: Graph, node: Node, where: str) -> None:
+    """InputError for a Reshape to a shape of another element count, which ONNX shape
+    inference takes on trust from the shape input (a constant [4, 512] on 512 values)."""
+    if node.op != "Reshape" or not node.inputs or not node.outputs:
+        return
+    before = math.prod(graph.tensors[node.inputs[0]].shape)
+    after = math.prod(graph.tensors[node.outputs[0]].shape)
+    if before != after:
+        raise InputError(f"{where}: Reshape {node.name} turns {before:,} values of shape "
+                         f"{list(graph.tensors[node.inputs[0]].shape)} into shape "
+                         f"{list(graph.tensors[node.outputs[0]].shape)} ({after:,} values)")
 
 
 # --- constant folding --------------------------------------------------------------------------

@@ -270,6 +270,8 @@ class Calibration:
     samples: int
     method: str = "max"
     percentile: float = DEFAULT_PERCENTILE
+    float_outputs: tuple[dict[str, np.ndarray], ...] = field(default=(), compare=False,
+                                                             repr=False)
 
     def __post_init__(self) -> None:
         check_method(self.method, self.percentile)
@@ -389,9 +391,12 @@ def bpu_nodes(graph: Graph, segments: Sequence[Segment]) -> list[Node]:
 
 def calibrate(graph: Graph, segments: Sequence[Segment],
               samples: Sequence[dict[str, np.ndarray]], *, method: str = "max",
-              percentile: float = DEFAULT_PERCENTILE) -> Calibration:
+              percentile: float = DEFAULT_PERCENTILE, keep_outputs: int = 0) -> Calibration:
     """Max-abs and median magnitude of every BPU feature map over the samples, and for
-    `method` percentile or kl the histogram of its magnitudes (see the module)."""
+    `method` percentile or kl the histogram of its magnitudes (see the module). The float
+    graph outputs of the first `keep_outputs` samples are kept (`Calibration.float_outputs`,
+    what `execute.run_float` gives) for the accuracy check, which then need not run the
+    float graph again."""
     check_method(method, percentile)
     if not samples:
         raise InputError("calibration needs at least one sample")
@@ -416,13 +421,15 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
         if method != "max":
             histograms.setdefault(name, Histogram()).add(magnitude)
 
-    for feeds in samples:
+    kept: list[dict[str, np.ndarray]] = []
+    for index, feeds in enumerate(samples):
         values = execute.check_feeds(graph, feeds)
+        whole = index < keep_outputs  # the CPU tail too, for the graph's outputs
         for name in graph.inputs:
             if name in watched:
                 observe(name, values[name])
         for node in graph.nodes:
-            if node.name not in needed:
+            if not whole and node.name not in needed:
                 continue
             ins = execute.node_inputs(graph, node, values)
             values.update(zip(node.outputs, execute.float_node(graph, node, ins), strict=True))
@@ -432,10 +439,13 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
             for name in node.outputs:
                 if name in watched:
                     observe(name, values[name])
+        if whole:
+            values.update(execute.constant_outputs(graph))
+            kept.append({name: values[name] for name in graph.outputs})
     stats = {name: TensorStats(peak[name], float(np.median(medians.get(name, [0.0]))),
                                histograms.get(name))
              for name in peak}
-    return Calibration(stats, len(samples), method, percentile)
+    return Calibration(stats, len(samples), method, percentile, tuple(kept))
 
 
 def _feeding(graph: Graph, tensors: set[str]) -> set[str]:
@@ -632,8 +642,10 @@ class Accuracy(dict[str, float]):
         return name, self[name]
 
 
-def accuracy(qmodel: QuantModel, samples: Sequence[dict[str, np.ndarray]]) -> Accuracy:
-    """Per-output cosine similarity of `execute.run` against `execute.run_float`."""
+def accuracy(qmodel: QuantModel, samples: Sequence[dict[str, np.ndarray]],
+             float_outputs: Sequence[dict[str, np.ndarray]] = ()) -> Accuracy:
+    """Per-output cosine similarity of `execute.run` against `execute.run_float`; the
+    float outputs of the first samples may be given (`Calibration.float_outputs`)."""
     if not samples:
         raise InputError("accuracy needs at least one sample")
     outputs = qmodel.graph.outputs
@@ -643,8 +655,10 @@ def accuracy(qmodel: QuantModel, samples: Sequence[dict[str, np.ndarray]]) -> Ac
         return Accuracy(dict.fromkeys(outputs, 1.0))
     quant: dict[str, list[np.ndarray]] = {n: [] for n in outputs}
     exact: dict[str, list[np.ndarray]] = {n: [] for n in outputs}
-    for feeds in samples:
-        got, want = execute.run(qmodel, feeds), execute.run_float(qmodel.graph, feeds)
+    for index, feeds in enumerate(samples):
+        got = execute.run(qmodel, feeds)
+        want = (float_outputs[index] if index < len(float_outputs)
+                else execute.run_float(qmodel.graph, feeds))
         for name in outputs:
             quant[name].append(got[name].ravel())
             exact[name].append(want[name].ravel())

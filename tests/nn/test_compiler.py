@@ -4,7 +4,9 @@ import json
 import math
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 from emu.cli.main import main
 from emu.errors import InputError
@@ -115,6 +117,81 @@ def test_batch_is_compiled_in(mobilenet):
     assert batched.outputs[0].shape[0] == 4
     out = batched.run(_feeds(batched))
     assert next(iter(out.values())).shape[0] == 4
+
+
+def test_a_batch_is_calibrated_on_frames_and_quantised_as_batch_one(mobilenet):
+    # Calibration samples are frames: the batch-4 model's codes, layers and accuracy are
+    # the batch-1 model's, and each frame of a batch computes what that frame alone does.
+    batched = _compile(zoo.build("mobilenetv2", (32, 32)), "mobilenetv2", batch=4)
+    assert batched.quant.tensors == mobilenet.quant.tensors
+    assert batched.quant.layers.keys() == mobilenet.quant.layers.keys()
+    for name, layer in mobilenet.quant.layers.items():
+        assert np.array_equal(batched.quant.layers[name].weight, layer.weight), name
+        assert np.array_equal(batched.quant.layers[name].bias, layer.bias), name
+    assert batched.accuracy == mobilenet.accuracy
+    assert batched.options["calibration"] == mobilenet.options["calibration"]
+    feeds = _feeds(batched)
+    (name, frames), = feeds.items()
+    together = batched.run(feeds)
+    for i in range(4):
+        alone = mobilenet.run({name: frames[i:i + 1]})
+        for out, value in alone.items():
+            assert np.array_equal(together[out][i:i + 1], value), (out, i)
+
+
+def _watch_calibration(monkeypatch, name):
+    """The shapes of input `name` in every sample calibration is given, as a list."""
+    seen = []
+    calibrate = compiler.quantize.calibrate
+
+    def watch(graph, segments, samples, **kw):
+        seen.extend(feeds[name].shape for feeds in samples)
+        return calibrate(graph, segments, samples, **kw)
+
+    monkeypatch.setattr(compiler.quantize, "calibrate", watch)
+    return seen
+
+
+def test_a_model_exported_with_a_batch_is_calibrated_on_whole_runs(monkeypatch):
+    # Its layers may mix frames (here a Reshape to the constant shape [4, 512]): the
+    # calibration runs the model's own 4-frame inputs.
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    shape = numpy_helper.from_array(np.array([4, 512], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("Reshape", ["r", "shape"], ["y"])],
+        "fixed", [x], [y], [w, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    seen = _watch_calibration(monkeypatch, "x")
+    compiled = _compile(model)
+    assert seen == [(4, 3, 8, 8)] * 4
+    assert any(s.kind == "bpu" for s in compiled.segments)
+    assert compiled.accuracy["y"] > 0.99
+    assert compiled.run(_feeds(compiled))["y"].shape == (4, 512)
+
+
+def test_arrays_for_a_batch_are_split_into_frames(monkeypatch, tmp_path):
+    rng = np.random.default_rng(3)
+    runs = [rng.standard_normal((4, 3, 32, 32)).astype(np.float32) for _ in range(2)]
+    for k, run in enumerate(runs):
+        np.save(tmp_path / f"{k}.npy", run)
+    seen = _watch_calibration(monkeypatch, "input")
+    compiled = _compile(zoo.build("mobilenetv2", (32, 32)), batch=4, calib_dir=tmp_path)
+    assert seen == [(1, 3, 32, 32)] * 8
+    assert compiled.options["calibration"] == f"2 arrays in {tmp_path}"
+    frames = [{"input": run[i:i + 1]} for run in runs for i in range(4)]
+    alone = _compile(zoo.build("mobilenetv2", (32, 32)))
+    assert alone.inputs[0].shape == (1, 3, 32, 32)
+    defaults = CompileOptions()
+    want = compiler.quantize.calibrate(alone.graph, alone.segments, frames,
+                                       method=defaults.calib_method,
+                                       percentile=defaults.calib_percentile)
+    assert compiled.quant.tensors == compiler.quantize.quantize(
+        alone.graph, alone.segments, want).tensors
 
 
 @pytest.mark.parametrize("input_type", ["nv12", "rgb", "bgr", "yuv444", "gray"])

@@ -157,7 +157,27 @@ def _tiny(opset: int = 13, dims: list[Any] | None = None) -> onnx.ModelProto:
     return model
 
 
+def _reshaped(shape: list[int]) -> onnx.ModelProto:
+    """x (1 x 3 x 8 x 8) reshaped to the constant `shape`."""
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], name="to")
+    target = helper.make_tensor("shape", TensorProto.INT64, [len(shape)], shape)
+    graph = helper.make_graph([node], "reshaped",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                             [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [target])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_reshape_keeping_its_values_imports():
+    graph = importer.load(_reshaped([4, -1]))
+    assert graph.tensors["y"].shape == (4, 48)
+
+
 @pytest.mark.parametrize(("source", "message"), [
+    (_reshaped([4, 192]), r"Reshape to turns 192 values of shape \[1, 3, 8, 8\] into shape "
+                          r"\[4, 192\] \(768 values\)"),
+    (_reshaped([7, 0]), "Reshape to turns 192 values"),
     (_tiny().SerializeToString()[:-7], "not an ONNX model"),
     (b"hello, this is not onnx at all", "not an ONNX model"),
     (_tiny(dims=["batch", 3, 8, 8]), "input 'x' has a dynamic or missing shape"),

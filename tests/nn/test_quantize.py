@@ -487,3 +487,23 @@ def test_a_model_with_nothing_on_the_bpu_calibrates_nothing_and_is_exact(monkeyp
     for feeds in samples:  # what the accuracy check no longer runs: the same float code
         assert execute.run(qmodel, feeds)["y"].tobytes() == \
             execute.run_float(graph, feeds)["y"].tobytes()
+
+
+def test_calibration_keeps_the_float_outputs_the_accuracy_check_would_compute(monkeypatch):
+    graph = importer.compile_graph(importer.load(_cpu_head_bpu_conv_cpu_tail()))
+    segments = placement.place(graph)
+    samples = samples_for(graph, 3, seed=5)
+    ran = _recording_float_node(monkeypatch)
+    calibration = quantize.calibrate(graph, segments, samples, keep_outputs=2)
+    # the first two samples run the CPU tail too, the third only what feeds the BPU
+    assert ran == ["Asinh", "Conv", "Softmax"] * 2 + ["Asinh", "Conv"]
+    assert calibration == quantize.calibrate(graph, segments, samples)
+    assert len(calibration.float_outputs) == 2
+    for feeds, kept in zip(samples, calibration.float_outputs, strict=False):
+        assert kept.keys() == {"y"}
+        assert kept["y"].tobytes() == execute.run_float(graph, feeds)["y"].tobytes()
+    qmodel = quantize.quantize(graph, segments, calibration)
+    ran.clear()
+    given = quantize.accuracy(qmodel, samples, calibration.float_outputs)
+    assert ran.count("Softmax") == 3 + 1  # each quantised run's tail; one float run, not 3
+    assert given == quantize.accuracy(qmodel, samples)

@@ -47,6 +47,7 @@ from emu.dv import packing
 from emu.errors import InputError, PoolError
 from emu.mem.pool import PoolBuffer
 from emu.runtime import dv_commands, session, status
+from emu.runtime.cstruct import CStruct
 from emu.runtime.host import WaitResult
 from emu.soc.clock import PS_PER_MS
 
@@ -185,7 +186,7 @@ def dmp_dv_context_get_info_string(ctx: Any) -> str:
             f"to {cfg.max_fc_vector}")
 
 
-class dmp_dv_info:
+class dmp_dv_info(CStruct):
     """The header of every info structure: its size and the version asked for."""
 
     def __init__(self) -> None:
@@ -433,7 +434,7 @@ def dmp_dv_mem_get_size(mem: Any) -> int:
 
 # --- command structures --------------------------------------------------------------------
 
-class dmp_dv_buf:
+class dmp_dv_buf(CStruct):
     """A place in device memory: a memory handle and a byte offset (even)."""
 
     def __init__(self, mem: dmp_dv_mem | None = None, offs: int = 0) -> None:
@@ -441,8 +442,10 @@ class dmp_dv_buf:
         self.offs = offs
 
 
-class dmp_dv_cmdraw:
+class dmp_dv_cmdraw(CStruct):
     """The header of every raw command: its size, device type and version."""
+
+    ARRAYS = ("rsvd",)
 
     def __init__(self, size: int = 0, device_type: int = 0, version: int = 0) -> None:
         self.size = size
@@ -451,7 +454,7 @@ class dmp_dv_cmdraw:
         self.rsvd = [0, 0]
 
 
-class dmp_dv_cmdraw_conv_v0_run:
+class dmp_dv_cmdraw_conv_v0_run(CStruct):
     """One run of a convolution command; the packed fields hold a value per byte (see the
     seed): conv_pad / pool_pad = left | right << 8 | top << 16 | bottom << 24; p, pool_size
     = width | height << 8; conv_stride, pool_stride, conv_dilation = x | y << 8;
@@ -484,10 +487,11 @@ class dmp_dv_cmdraw_conv_v0_run:
 MAX_RUNS = 32
 
 
-class dmp_dv_cmdraw_conv_v0:
+class dmp_dv_cmdraw_conv_v0(CStruct):
     """A convolution command (version 0): up to 32 fused runs; a run with m = 0 ends them."""
 
     SIZE = 8 + 3 * 16 + 4 + 6 * 2 + MAX_RUNS * dmp_dv_cmdraw_conv_v0_run.SIZE
+    ARRAYS = ("run",)
 
     def __init__(self) -> None:
         self.header = dmp_dv_cmdraw(self.SIZE, DMP_DV_DEV_CONV, 0)
@@ -504,10 +508,11 @@ class dmp_dv_cmdraw_conv_v0:
         self.run = [dmp_dv_cmdraw_conv_v0_run() for _ in range(MAX_RUNS)]
 
 
-class dmp_dv_cmdraw_conv_v1:
+class dmp_dv_cmdraw_conv_v1(CStruct):
     """A convolution command (version 1): version 0 with a u8 -> FP16 input table."""
 
     SIZE = 8 + 16 + 8 + dmp_dv_cmdraw_conv_v0.SIZE
+    ARRAYS = ("rsvd",)
 
     def __init__(self) -> None:
         self.header = dmp_dv_cmdraw(self.SIZE, DMP_DV_DEV_CONV, 1)
@@ -517,10 +522,11 @@ class dmp_dv_cmdraw_conv_v1:
         self.conv_cmd = dmp_dv_cmdraw_conv_v0()
 
 
-class dmp_dv_cmdraw_fc_v0:
+class dmp_dv_cmdraw_fc_v0(CStruct):
     """A fully connected command (version 0)."""
 
     SIZE = 8 + 3 * 16 + 8 * 2
+    ARRAYS = ("rsvd",)
 
     def __init__(self) -> None:
         self.header = dmp_dv_cmdraw(self.SIZE, DMP_DV_DEV_FC, 0)

@@ -58,6 +58,7 @@ from emu.nn import compiler, execute, resizer
 from emu.nn.compiler import CompiledModel
 from emu.nn.execute import Execution
 from emu.runtime import dnn_tasks, session, status
+from emu.runtime.cstruct import CStruct
 from emu.runtime.hbsys import buffer_of, hbSysMem
 from emu.runtime.host import WaitResult
 from emu.soc.sched import ANY_CORE, Task
@@ -204,9 +205,11 @@ def _platform_refuses() -> int | None:
 
 # --- structs ---------------------------------------------------------------------------------
 
-class hbDNNTensorShape:  # the board's struct names
+class hbDNNTensorShape(CStruct):  # the board's struct names
     """A shape: `numDimensions` sizes in `dimensionSize` (8 slots); 0 dimensions is a
     scalar's shape."""
+
+    ARRAYS = ("dimensionSize",)
 
     def __init__(self, dims: Sequence[int] = ()) -> None:
         self.dimensionSize = [int(d) for d in dims] + [0] * (HB_DNN_TENSOR_MAX_DIMENSIONS
@@ -224,13 +227,13 @@ class hbDNNTensorShape:  # the board's struct names
         return None if any(s is None for s in sizes) else tuple(int(s) for s in sizes if s)
 
 
-class hbDNNQuantiShift:
+class hbDNNQuantiShift(CStruct):
     def __init__(self) -> None:
         self.shiftLen = 0
         self.shiftData: list[int] = []
 
 
-class hbDNNQuantiScale:
+class hbDNNQuantiScale(CStruct):
     def __init__(self) -> None:
         self.scaleLen = 0
         self.scaleData: list[float] = []
@@ -238,8 +241,10 @@ class hbDNNQuantiScale:
         self.zeroPointData: list[int] = []
 
 
-class hbDNNTensorProperties:
+class hbDNNTensorProperties(CStruct):
     """What a model says about one of its tensors."""
+
+    ARRAYS = ("stride",)
 
     def __init__(self) -> None:
         self.validShape = hbDNNTensorShape()
@@ -254,16 +259,18 @@ class hbDNNTensorProperties:
         self.stride = [0] * HB_DNN_TENSOR_MAX_DIMENSIONS
 
 
-class hbDNNTensor:
+class hbDNNTensor(CStruct):
     """A tensor for hbDNNInfer: its memory (`sysMem[0]`; NV12_SEPARATE would use two) and
     its properties."""
+
+    ARRAYS = ("sysMem",)
 
     def __init__(self) -> None:
         self.sysMem = [hbSysMem() for _ in range(4)]
         self.properties = hbDNNTensorProperties()
 
 
-class hbDNNInferCtrlParam:
+class hbDNNInferCtrlParam(CStruct):
     """Control of one inference: core, priority, chaining, the second-level priority."""
 
     bpuCoreId: int
@@ -884,14 +891,14 @@ def _roi_outputs(output: Any, model: CompiledModel, groups: int, sess: session.S
 
 # --- the resizer ------------------------------------------------------------------------
 
-class hbDNNRoi:
+class hbDNNRoi(CStruct):
     """A region of interest: left, top, right, bottom, right and bottom inclusive."""
 
     def __init__(self, left: int = 0, top: int = 0, right: int = 0, bottom: int = 0) -> None:
         self.left, self.top, self.right, self.bottom = left, top, right, bottom
 
 
-class hbDNNResizeCtrlParam:
+class hbDNNResizeCtrlParam(CStruct):
     """Control of one hbDNNResize: core, priority, interpolation."""
 
     bpuCoreId: int

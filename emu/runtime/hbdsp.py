@@ -26,6 +26,7 @@ import simpy
 
 from emu.mem.pool import PoolBuffer
 from emu.runtime import session, status
+from emu.runtime.cstruct import CStruct
 from emu.runtime.hbsys import buffer_of, hbSysFreeMem
 from emu.runtime.host import WaitResult
 from emu.soc.sched import ANY_CORE, CoreSlot, Stage, StageBody, Task
@@ -35,9 +36,16 @@ HB_DSP_CORE_ANY = 0
 HB_DSP_CORE_0 = 1 << 0
 HB_DSP_CORE_1 = 1 << 1
 
-HB_DSP_PRIORITY_LOWEST = 0
-HB_DSP_PRIORITY_HIGHEST = 255
-HB_DSP_PRIORITY_PREEMP = HB_DSP_PRIORITY_HIGHEST
+# hbDSPRpcPriority. The seeds name no values; these follow hbDNN's task priorities (seed
+# 004: lowest 0, highest 255, preempting = highest), which the DSP queue shares.
+HB_DSP_RPC_PRIORITY_LOWEST = 0
+HB_DSP_RPC_PRIORITY_HIGHEST = 255
+HB_DSP_RPC_PRIORITY_PREEMP = HB_DSP_RPC_PRIORITY_HIGHEST
+
+# What the initialiser macro leaves in `rpcCmd`: no operator has it, so an RPC whose
+# command the program forgot to set fails with HB_DSP_UNKNOWN_COMMAND instead of running
+# whatever operator 0 is (the ping).
+HB_DSP_RPC_CMD_NONE = -1
 
 HB_DSP_SUCCESS = status.SUCCESS
 HB_DSP_INVALID_ARGUMENT = status.define(-6200001, "hbDSP: invalid argument")
@@ -56,7 +64,7 @@ HB_DSP_DEADLOCK = status.define(
               "(its DSP core is stopped, or every host thread is waiting); it stays queued")
 
 
-class hbDSPRpcCtrlParam:  # the board's struct name
+class hbDSPRpcCtrlParam(CStruct):  # the board's struct name
     """Control of one RPC: which core, which operator, how urgent."""
 
     dspCoreId: int
@@ -72,15 +80,16 @@ class hbDSPRpcCtrlParam:  # the board's struct name
 
 def _set_defaults(param: hbDSPRpcCtrlParam) -> None:
     param.dspCoreId = HB_DSP_CORE_ANY
-    param.rpcCmd = 0
-    param.priority = HB_DSP_PRIORITY_LOWEST
+    param.rpcCmd = HB_DSP_RPC_CMD_NONE
+    param.priority = HB_DSP_RPC_PRIORITY_LOWEST
     param.customId = 0
     param.reserved1 = 0
     param.reserved2 = 0
 
 
 def HB_DSP_INITIALIZE_RPC_CTRL_PARAM(param: hbDSPRpcCtrlParam) -> int:
-    """The board's initialiser macro: any core, lowest priority, custom id 0."""
+    """The board's initialiser macro: any core, no command (`HB_DSP_RPC_CMD_NONE`), lowest
+    priority, custom id 0."""
     if not isinstance(param, hbDSPRpcCtrlParam):
         return HB_DSP_INVALID_ARGUMENT
     _set_defaults(param)
@@ -134,7 +143,8 @@ def rpc(input_mem: Any, output_mem: Any, ctrl: Any, also_pinned: tuple[PoolBuffe
         if not isinstance(ctrl, hbDSPRpcCtrlParam):
             return HB_DSP_INVALID_ARGUMENT, None
         inp, out = buffer_of(input_mem, sess), buffer_of(output_mem, sess)
-        priority = status.as_int(ctrl.priority, HB_DSP_PRIORITY_LOWEST, HB_DSP_PRIORITY_HIGHEST)
+        priority = status.as_int(ctrl.priority, HB_DSP_RPC_PRIORITY_LOWEST,
+                                 HB_DSP_RPC_PRIORITY_HIGHEST)
         custom_id = status.as_int(ctrl.customId, status.INT32_MIN, status.INT32_MAX)
         core_id = status.as_int(ctrl.dspCoreId)
         if inp is None or out is None or priority is None or custom_id is None \

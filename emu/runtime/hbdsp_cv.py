@@ -31,6 +31,7 @@ from typing import Any
 
 from emu.mem.pool import PoolBuffer
 from emu.runtime import hbdsp, hbsys, session, status
+from emu.runtime.cstruct import CStruct
 from emu.vdsp.ops import cv, image_args
 from emu.vdsp.ops.image_args import Image
 
@@ -65,7 +66,7 @@ def format_of(channels: int, etype: int, planes: int = 1) -> int:
                      f"{image_args.TYPE_NAMES.get(etype, etype)} in {planes} plane(s)")
 
 
-class hbDSPImage:  # the CV library's image struct
+class hbDSPImage(CStruct):  # the CV library's image struct
     """An image in a pool buffer: `mem`, byte `offset`, size, row `stride`, `format`."""
 
     mem: Any
@@ -187,8 +188,8 @@ def _struct(op: cv.CvOp) -> type:
             setattr(self, p.name, p.default)
 
     doc = "; ".join(f"{p.name}: {p.help} (default {p.default})" for p in op.params)
-    return type(f"hbDSP{op.c_name}Param", (), {"__init__": init, "__doc__": doc,
-                                               "__module__": __name__})
+    return type(f"hbDSP{op.c_name}Param", (CStruct,), {"__init__": init, "__doc__": doc,
+                                                       "__module__": __name__})
 
 
 def _make(op: cv.CvOp) -> None:

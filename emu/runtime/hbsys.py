@@ -60,6 +60,7 @@ from emu.cpu.cluster import CLEAN, INVALIDATE, CacheMaintenance, CpuWork
 from emu.errors import PoolError
 from emu.mem.pool import PoolBuffer
 from emu.runtime import session, status
+from emu.runtime.cstruct import CStruct
 
 HB_SYS_MEM_CACHE_INVALIDATE = 1
 HB_SYS_MEM_CACHE_CLEAN = 2
@@ -85,7 +86,7 @@ HB_SYS_WRONG_RELEASE = status.define(
               "unregisters what hbSysRegisterMem registered")
 
 
-class hbSysMem:
+class hbSysMem(CStruct):
     """A pool buffer as the board describes it: physical address, CPU view, size."""
 
     def __init__(self) -> None:

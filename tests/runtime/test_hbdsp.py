@@ -3,7 +3,7 @@ from collections.abc import Generator
 import pytest
 
 from emu.errors import DspError
-from emu.runtime import session
+from emu.runtime import hbdsp, session
 from emu.runtime.hbdsp import (
     HB_DSP_CORE_0,
     HB_DSP_CORE_1,
@@ -116,6 +116,19 @@ def test_bad_arguments_return_codes_and_queue_nothing(sess):
     assert hbDSPRpc(a, b, object())[0] == HB_DSP_INVALID_ARGUMENT
     assert sess.soc.vdsp.counters.get("tasks_submitted", 0) == 0
     assert "rpcCmd" in hbDSPGetErrorDesc(HB_DSP_UNKNOWN_COMMAND)
+
+
+def test_a_command_left_as_the_macro_set_it_is_refused_not_run_as_a_ping(sess):
+    a, b = _mems()
+    for ctrl in (hbDSPRpcCtrlParam(), hbDSPRpcCtrlParam()):
+        ctrl.rpcCmd, ctrl.priority = 0, 7  # as a program might leave them
+        assert HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl) == hbdsp.HB_DSP_SUCCESS
+        assert ctrl.rpcCmd == hbdsp.HB_DSP_RPC_CMD_NONE
+        assert ctrl.priority == hbdsp.HB_DSP_RPC_PRIORITY_LOWEST == 0
+        assert ctrl.dspCoreId == hbdsp.HB_DSP_CORE_ANY
+        assert hbDSPRpc(a, b, ctrl)[0] == HB_DSP_UNKNOWN_COMMAND
+    assert hbdsp.HB_DSP_RPC_PRIORITY_PREEMP == hbdsp.HB_DSP_RPC_PRIORITY_HIGHEST == 255
+    assert sess.soc.vdsp.counters.get("tasks_submitted", 0) == 0
 
 
 def test_a_failing_operator_fails_its_task_only(sess):

@@ -207,7 +207,7 @@ def test_the_api_runs_a_call_and_frees_its_argument_block():
         hbsys.hbSysFlushMem(dst.mem, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
         out = dst.mem.virAddr.reshape(img.shape)
         assert_same(out, cv2.threshold(img, 50, 255, 0)[1])
-        assert ctrl.rpcCmd == 0  # the caller's struct is left as it was
+        assert ctrl.rpcCmd == hbdsp.HB_DSP_RPC_CMD_NONE  # the caller's struct is as it was
 
 
 @pytest.mark.parametrize(("change", "needle"), [

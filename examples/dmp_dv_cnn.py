@@ -78,10 +78,10 @@ def pack_conv(n_channels: int, k: int, n_kernels: int, weights: np.ndarray,
     """Pack one convolution's weights at `offset` of the mapped weight memory; its size."""
     w_bits, b_bits = weights.view(np.uint16), bias.view(np.uint16)
     rc, size = dmp_dv_pack_conv_weights(n_channels, k, k, n_kernels, None, w_bits, b_bits,
-                                        None, 0)  # the size query
+                                        None, None, 0)  # no PReLU; the size query
     check(rc, "dmp_dv_pack_conv_weights (size)")
     rc, written = dmp_dv_pack_conv_weights(n_channels, k, k, n_kernels, None, w_bits, b_bits,
-                                           packed[offset:offset + size], size)
+                                           None, packed[offset:offset + size], size)
     check(rc, "dmp_dv_pack_conv_weights")
     print(f"  conv {n_kernels}x{n_channels}x{k}x{k}: {written} bytes at offset {offset}")
     return int(written)
@@ -90,7 +90,7 @@ def pack_conv(n_channels: int, k: int, n_kernels: int, weights: np.ndarray,
 def conv_size(n_channels: int, k: int, n_kernels: int) -> int:
     rc, size = dmp_dv_pack_conv_weights(n_channels, k, k, n_kernels, None,
                                         np.zeros(n_kernels * n_channels * k * k, np.uint16),
-                                        np.zeros(n_kernels, np.uint16), None, 0)
+                                        np.zeros(n_kernels, np.uint16), None, None, 0)
     check(rc, "dmp_dv_pack_conv_weights (size)")
     return int(size)
 

@@ -40,11 +40,13 @@ Within a run the stages are, in order (the SDK's: convolution, then activation, 
 2. Activation, from the FP16 value v (per channel k for PReLU), each result rounded once to
    FP16: 0 none; 1 tanh: fp16(tanh(v)); 2 leaky ReLU: v * a if v < 0 else v; 3 sigmoid:
    fp16(1 / (1 + exp(-v))) for v >= 0 and fp16(e / (1 + e)), e = exp(v), otherwise; 4 PReLU:
-   v * slope[k] if v < 0 else v; 5 ELU: fp16(a * expm1(v)) if v < 0 else v; 6 ReLU6: 0 if
-   v < 0, 6 if v > 6, else v. `a` is actfunc_param taken as FP16; a product of two FP16 is
-   exact before its rounding. tanh, exp and expm1 are evaluated in float64 by the host C
-   library through Python's `math` module, once per FP16 input (tables), then rounded
-   directly to FP16. NaN stays NaN everywhere ("v < 0" is false for NaN).
+   v * slope[k] if v < 0 else v; 5 ELU: fp16(expm1(v)) if v < 0 else v (alpha 1: the
+   header calls actfunc_param the leaky ReLU's parameter, and DMP's test and converter leave
+   it 0 for ELU); 6 ReLU6: 0 if v < 0, 6 if v > 6, else v. `a` is actfunc_param taken as
+   FP16; a product of two FP16 is exact before its rounding. tanh, exp and expm1 are
+   evaluated in float64 by the host C library through Python's `math` module, once per
+   FP16 input (tables), then rounded directly to FP16. NaN stays NaN everywhere ("v < 0"
+   is false for NaN).
 3. Rectification: +0.0 if v < 0 else v (applies after any activation).
 4. LRN (bit 0 of the lrn field): the public headers give only the bits, so the emulator fixes
    Caffe's across-channel form with local size 5, k = 1: s[c] = sum over j = max(0, c - 2) ..
@@ -184,9 +186,9 @@ def activate(v: Tensor, actfunc: int, param: float, prelu: Tensor | None = None)
         if prelu is None or prelu.shape != (v.shape[0],):
             raise InputError(f"PReLU needs one slope per output channel ({v.shape[0]})")
         return _leaky(v, prelu.astype(F32).reshape((-1,) + (1,) * (v.ndim - 1)))
-    if actfunc == 5:
+    if actfunc == 5:  # alpha 1, whatever actfunc_param holds (see the module)
         with _quiet():
-            neg = (np.float64(a) * _table64("expm1")[_bits(v)]).astype(F16)
+            neg = _table64("expm1")[_bits(v)].astype(F16)
         return np.where(v < 0, neg, v)
     if actfunc == 6:
         return np.where(v < 0, F16(0), np.where(v > 6, F16(6), v))

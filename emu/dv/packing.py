@@ -31,6 +31,16 @@ kernel must be 1..7 in both directions. Let ``p = max(kx, ky) | 1`` (the odd siz
   row ``11 - 3 * (t // 2) - j // 3``, column ``3 * (t % 2) + j % 3``.
 * The whole buffer is zero-padded to a multiple of 16 bytes.
 
+Dilated convolution (`pack_dil_weights`)
+----------------------------------------
+A run whose dilation exceeds 1 in either direction (a normal, not depthwise, convolution)
+reads its weights in the layout of DMP's `weights_dil.c`: the device computes it as one
+1 x 1 convolution per kernel tap. After the quant table (when quantised), for each tap
+(y, x) in raster order, the tap's weights w[:, :, y, x] packed as a 1 x 1 convolution
+above (without a quant table of its own), zero-padded to 16 bytes. Only the last tap
+carries the biases (and PReLU slopes); the other taps hold zeros there, which the device
+adds, so it reads the last tap's.
+
 Fully connected (`pack_fc_weights`)
 -----------------------------------
 Weights are FP16 bits or uint8 indices of an (output_size, input_size) matrix whose rows are
@@ -187,8 +197,13 @@ def pack_conv_weights(n_channels: int, kx: int, ky: int, n_kernels: int, quant_m
                       weights: Any, bias: Any, prelu: Any = None) -> bytes:
     """Pack convolution weights (NCHW FP16 bits, or uint8 indices with a 256-entry FP16
     `quant_map`), the `n_kernels` FP16 biases and optional PReLU slopes."""
+    return _pack(False, n_channels, kx, ky, n_kernels, quant_map, weights, bias, prelu)
+
+
+def _pack(dilated: bool, n_channels: int, kx: int, ky: int, n_kernels: int, quant_map: Any,
+          weights: Any, bias: Any, prelu: Any) -> bytes:
     quantised = quant_map is not None
-    layout = _ConvMap(n_channels, kx, ky, n_kernels, quantised, prelu is not None)
+    layout = _layout(dilated, n_channels, kx, ky, n_kernels, quantised, prelu is not None)
     w = _weights_in(quant_map, weights, n_kernels * n_channels * ky * kx)
     b = _as_u16("bias", bias, n_kernels)
     buf = np.zeros(layout.size, dtype=np.uint8)
@@ -210,7 +225,13 @@ def unpack_conv_weights(data: Any, n_channels: int, kx: int, ky: int, n_kernels:
                                    NDArray[np.float16] | None]:
     """Read a packed convolution buffer the way the device does: (weights as float16 NCHW
     (n_kernels, n_channels, ky, kx), bias (n_kernels,), PReLU slopes or None)."""
-    layout = _ConvMap(n_channels, kx, ky, n_kernels, quantised, prelu)
+    return _unpack(False, data, n_channels, kx, ky, n_kernels, quantised, prelu)
+
+
+def _unpack(dilated: bool, data: Any, n_channels: int, kx: int, ky: int, n_kernels: int,
+            quantised: bool, prelu: bool
+            ) -> tuple[NDArray[np.float16], NDArray[np.float16], NDArray[np.float16] | None]:
+    layout = _layout(dilated, n_channels, kx, ky, n_kernels, quantised, prelu)
     buf = _buffer(data, layout.size)
     if quantised:
         table = _get16(buf, np.arange(0, QUANT_TABLE_BYTES, 2, dtype=np.int64))
@@ -220,6 +241,50 @@ def unpack_conv_weights(data: Any, n_channels: int, kx: int, ky: int, n_kernels:
     slopes = None if layout.prelu is None else _get16(buf, layout.prelu).view(np.float16)
     return (bits.view(np.float16).reshape(layout.shape), _get16(buf, layout.bias).view(
         np.float16), slopes)
+
+
+class _DilMap:
+    """Byte offsets of every weight, bias and slope of a packed dilated convolution: the
+    1 x 1 map (`_ConvMap`) repeated once per kernel tap."""
+
+    def __init__(self, n_channels: int, kx: int, ky: int, n_kernels: int, quantised: bool,
+                 prelu: bool) -> None:
+        _check_conv_dims(n_channels, kx, ky, n_kernels)
+        tap = _ConvMap(n_channels, 1, 1, n_kernels, quantised, prelu)
+        q0 = QUANT_TABLE_BYTES if quantised else 0
+        step = tap.size - q0  # one tap, padded to 16 bytes
+        taps = np.arange(ky * kx, dtype=np.int64).reshape(ky, kx)
+        self.weights = tap.weights[:, :, :1, :1] + taps[None, None] * step
+        last = (ky * kx - 1) * step
+        self.bias = tap.bias + last
+        self.prelu = None if tap.prelu is None else tap.prelu + last
+        self.size = q0 + ky * kx * step
+        self.shape = (n_kernels, n_channels, ky, kx)
+
+
+def _layout(dilated: bool, n_channels: int, kx: int, ky: int, n_kernels: int,
+            quantised: bool, prelu: bool) -> _ConvMap | _DilMap:
+    return (_DilMap if dilated else _ConvMap)(n_channels, kx, ky, n_kernels, quantised, prelu)
+
+
+def dil_weights_size(n_channels: int, kx: int, ky: int, n_kernels: int, quantised: bool,
+                     prelu: bool = False) -> int:
+    """Bytes `pack_dil_weights` writes for these dimensions."""
+    return _DilMap(n_channels, kx, ky, n_kernels, quantised, prelu).size
+
+
+def pack_dil_weights(n_channels: int, kx: int, ky: int, n_kernels: int, quant_map: Any,
+                     weights: Any, bias: Any, prelu: Any = None) -> bytes:
+    """`pack_conv_weights` in the layout of a dilated run (see the module)."""
+    return _pack(True, n_channels, kx, ky, n_kernels, quant_map, weights, bias, prelu)
+
+
+def unpack_dil_weights(data: Any, n_channels: int, kx: int, ky: int, n_kernels: int,
+                       quantised: bool, prelu: bool = False
+                       ) -> tuple[NDArray[np.float16], NDArray[np.float16],
+                                  NDArray[np.float16] | None]:
+    """`unpack_conv_weights` of a dilated run's buffer (see the module)."""
+    return _unpack(True, data, n_channels, kx, ky, n_kernels, quantised, prelu)
 
 
 def _check_fc_dims(*dims: int) -> None:

@@ -280,6 +280,10 @@ class CmaPool:
     def live_buffers(self) -> int:
         return len(self._live)
 
+    def labelled_bytes(self, label: str) -> int:
+        """The bytes of the live buffers allocated with `label` (reservations included)."""
+        return sum(b.size_bytes for b in self._live.values() if b.label == label)
+
     @property
     def alloc_count(self) -> int:
         """Successful allocations so far; reservations are not allocations."""

@@ -59,6 +59,7 @@ ENOTSUP = dv_commands.ENOTSUP
 ETIMEDOUT = errno.ETIMEDOUT
 WAIT_TIMEOUT_MS = 2000  # the driver's wait gives up after 2 s
 VERSION_STRING = "7.0.20181214 (emu)"
+MEM_LABEL = "dmp_dv_mem"  # the pool label of the buffers dmp_dv_mem_alloc makes
 
 
 # --- handles -------------------------------------------------------------------------------
@@ -255,7 +256,7 @@ def dmp_dv_mem_alloc(ctx: Any, size: Any) -> dmp_dv_mem | None:
             return _fail(sess, "dmp_dv_mem_alloc: needs a live context and a size of at "
                          "least 1 byte", None)
         try:
-            buf = sess.soc.pool.alloc(nbytes, cached=True, label="dmp_dv_mem")
+            buf = sess.soc.pool.alloc(nbytes, cached=True, label=MEM_LABEL)
         except PoolError as exc:
             return _fail(sess, f"dmp_dv_mem_alloc: {exc}", None)
         live.refs += 1  # memory keeps its context alive
@@ -430,6 +431,13 @@ def dmp_dv_mem_get_size(mem: Any) -> int:
     if live is None:
         return _fail(sess, "dmp_dv_mem_get_size: not a live memory handle", 0)
     return int(live.buffer.size_bytes)
+
+
+@status.c_function(0)
+def dmp_dv_mem_get_total_size() -> int:
+    """The bytes of device memory the program holds (the driver's per-process total; here
+    per session): every live buffer `dmp_dv_mem_alloc` made, at its allocated size."""
+    return session.current().soc.pool.labelled_bytes(MEM_LABEL)
 
 
 # --- command structures --------------------------------------------------------------------
@@ -735,21 +743,42 @@ def _pack(fn: Any, size_fn: Any, size_args: tuple[Any, ...], args: tuple[Any, ..
 
 @status.c_function((EINVAL, 0))
 def dmp_dv_pack_conv_weights(n_channels: Any, kx: Any, ky: Any, n_kernels: Any,
-                             quant_map: Any, weights: Any, bias: Any, packed_weights: Any,
-                             packed_weights_size: Any, prelu: Any = None) -> tuple[int, int]:
+                             quant_map: Any, weights: Any, bias: Any, prelu: Any,
+                             packed_weights: Any, packed_weights_size: Any
+                             ) -> tuple[int, int]:
     """Pack a convolution's weights (FP16 bits in NCHW order, or uint8 indices into the
-    256-entry FP16 `quant_map`) and biases for the device (`emu/dv/packing.py`); returns
-    (status, bytes needed). With `packed_weights_size` 0 it only answers the size. For a
-    depthwise run pass `n_channels` 1; `prelu` (the emulator's extension: the PReLU slopes)
-    is stored after the biases."""
+    256-entry FP16 `quant_map`), biases and PReLU slopes (None when the run has no PReLU)
+    for the device (`emu/dv/packing.py`), in the argument order of DMP's current driver;
+    returns (status, bytes needed): `packed_weights_size` is C's in/out parameter. With
+    `packed_weights_size` 0 it only answers the size. For a depthwise run pass
+    `n_channels` 1."""
+    return _pack_conv(False, "dmp_dv_pack_conv_weights", n_channels, kx, ky, n_kernels,
+                      quant_map, weights, bias, prelu, packed_weights, packed_weights_size)
+
+
+@status.c_function((EINVAL, 0))
+def dmp_dv_pack_dil_weights(n_channels: Any, kx: Any, ky: Any, n_kernels: Any,
+                            quant_map: Any, weights: Any, bias: Any, prelu: Any,
+                            packed_weights: Any, packed_weights_size: Any
+                            ) -> tuple[int, int]:
+    """`dmp_dv_pack_conv_weights` for a run with a dilation above 1, whose weights the
+    device reads one kernel tap at a time (`emu/dv/packing.py`)."""
+    return _pack_conv(True, "dmp_dv_pack_dil_weights", n_channels, kx, ky, n_kernels,
+                      quant_map, weights, bias, prelu, packed_weights, packed_weights_size)
+
+
+def _pack_conv(dilated: bool, name: str, n_channels: Any, kx: Any, ky: Any, n_kernels: Any,
+               quant_map: Any, weights: Any, bias: Any, prelu: Any, packed_weights: Any,
+               packed_weights_size: Any) -> tuple[int, int]:
     dims = tuple(status.as_int(v, 1) for v in (n_channels, kx, ky, n_kernels))
     if any(d is None for d in dims):
-        return _fail(session.current(), "dmp_dv_pack_conv_weights: the dimensions must be "
-                     "positive integers", (EINVAL, 0))
-    return _pack(packing.pack_conv_weights, packing.conv_weights_size,
-                 (*dims, quant_map is not None, prelu is not None),
+        return _fail(session.current(), f"{name}: the dimensions must be positive integers",
+                     (EINVAL, 0))
+    pack, size = ((packing.pack_dil_weights, packing.dil_weights_size) if dilated
+                  else (packing.pack_conv_weights, packing.conv_weights_size))
+    return _pack(pack, size, (*dims, quant_map is not None, prelu is not None),
                  (*dims, quant_map, weights, bias, prelu), packed_weights,
-                 packed_weights_size, "dmp_dv_pack_conv_weights")
+                 packed_weights_size, name)
 
 
 @status.c_function((EINVAL, 0))

@@ -309,10 +309,17 @@ def _decode_run(run: Any, index: int, current: tuple[int, int, int], to_external
         if isinstance(p, str):
             return p
         depthwise = conv == 3
-        p.nbytes = packing.conv_weights_size(1 if depthwise else c, kx, ky, m,
-                                             f["weight_fmt"] == 3, f["actfunc"] == 4)
+        size = packing.dil_weights_size if _dilated(f) else packing.conv_weights_size
+        p.nbytes = size(1 if depthwise else c, kx, ky, m, f["weight_fmt"] == 3,
+                        f["actfunc"] == 4)
         weights = p
     return RunSpec(index, current, (m, oh, ow), f, weights, to_external)
+
+
+def _dilated(fields: dict[str, Any]) -> bool:
+    """A normal convolution run with a dilation above 1: its weights are in the layout of
+    the dilated packer (`emu/dv/packing.py`)."""
+    return fields["conv_enable"] == 1 and fields["dilation"] != (1, 1)
 
 
 def _decode_fc(cmd: Any, resolve: Resolve, cfg: DvConfig) -> Command | tuple[int, str]:
@@ -363,9 +370,10 @@ def _execute_conv(command: Command) -> None:
         if run.weights is not None:
             channels = 1 if f["conv_enable"] == 3 else run.in_shape[0]
             kx, ky = f["kernel"]
-            weights, bias, prelu = packing.unpack_conv_weights(
-                run.weights.bytes(), channels, kx, ky, run.out_shape[0],
-                f["weight_fmt"] == 3, f["actfunc"] == 4)
+            unpack = packing.unpack_dil_weights if _dilated(f) else packing.unpack_conv_weights
+            weights, bias, prelu = unpack(run.weights.bytes(), channels, kx, ky,
+                                          run.out_shape[0], f["weight_fmt"] == 3,
+                                          f["actfunc"] == 4)
         runs.append(compute.ConvRun(
             m=run.out_shape[0], conv_enable=f["conv_enable"], kernel=f["kernel"],
             pads=f["pads"], stride=f["stride"], dilation=f["dilation"], weights=weights,

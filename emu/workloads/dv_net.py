@@ -399,8 +399,10 @@ def _packed(memory: _Memory, item: Planned) -> dv.dmp_dv_mem:
     w_bits, b_bits = item.weights.view(np.uint16), item.bias.view(np.uint16)
     if item.kind == "conv":
         m, per_group, ky, kx = item.weights.shape
-        args: tuple[Any, ...] = (per_group, kx, ky, m, None, w_bits, b_bits)
-        pack: Any = dv.dmp_dv_pack_conv_weights
+        args: tuple[Any, ...] = (per_group, kx, ky, m, None, w_bits, b_bits, None)
+        # a normal convolution with a dilation is packed one kernel tap at a time
+        dilated = item.fields["conv_enable"] == 1 and item.fields["conv_dilation"] != 0x0101
+        pack: Any = dv.dmp_dv_pack_dil_weights if dilated else dv.dmp_dv_pack_conv_weights
     else:
         c, h, w = item.in_shape
         args = (c, h, w, item.out_shape[0], 1, 1, None, w_bits, b_bits)

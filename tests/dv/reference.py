@@ -83,7 +83,7 @@ def ref_act_scalar(v: Any, actfunc: int, a: float, slope: float) -> np.float16:
     if actfunc == 3:
         return f16(ref_sigmoid(fv))
     if actfunc == 5:
-        return f16(a * math.expm1(fv)) if fv < 0 else v
+        return f16(math.expm1(fv)) if fv < 0 else v  # alpha 1: the parameter is leaky's
     if actfunc == 6:
         if fv < 0:
             return F16(0.0)
@@ -225,3 +225,36 @@ def ref_fc(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, actfunc: int, p
 def ref_fc_nchw(x: np.ndarray, weights: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """Dense FC on NCHW-flattened vectors (weights (n_out, n_in)), no activation."""
     return ref_fc(x.reshape(-1), weights, bias, 0, 0.0)
+
+
+def ref_pack_dil(n_channels: int, kx: int, ky: int, n_kernels: int,
+                 quant_map: np.ndarray | None, weights: np.ndarray, bias: np.ndarray,
+                 prelu: np.ndarray | None) -> bytes:
+    """The dilated layout of emu/dv/packing.py, written out with loops: per kernel tap a
+    1 x 1 convolution (per 8 output channels: 8 biases, 8 slopes, then per group of 64 input
+    channels one 12 x 6 tile per output channel), padded to 16 bytes; biases and slopes only
+    in the last tap. `weights` are uint16 FP16 bits or uint8 indices, NCHW."""
+    e = 1 if quant_map is not None else 2
+    out = bytearray()
+    if quant_map is not None:
+        out += np.asarray(quant_map, "<u2").tobytes()
+    w = np.asarray(weights).reshape(n_kernels, n_channels, ky, kx)
+    for y in range(ky):
+        for x in range(kx):
+            last = (y, x) == (ky - 1, kx - 1)
+            for m0 in range(0, n_kernels, 8):
+                for values in (bias, prelu):
+                    if values is None:
+                        continue
+                    chunk = [int(values[m]) if last else 0
+                             for m in range(m0, min(m0 + 8, n_kernels))]
+                    out += np.array(chunk + [0] * (8 - len(chunk)), "<u2").tobytes()
+                for c0 in range(0, n_channels, 64):
+                    for m in range(m0, min(m0 + 8, n_kernels)):
+                        tile = np.zeros((12, 6), np.uint8 if e == 1 else "<u2")
+                        for c in range(c0, min(c0 + 64, n_channels)):
+                            t, j = c % 8, (c % 64) // 8
+                            tile[11 - 3 * (t // 2) - j // 3, 3 * (t % 2) + j % 3] = w[m, c, y, x]
+                        out += tile.tobytes()
+            out += bytes(-len(out) % 16)
+    return bytes(out)

@@ -9,14 +9,17 @@ from emu.dv.compute import run_fc
 from emu.dv.layout import element_index, from_device, tensor_bytes, to_device
 from emu.dv.packing import (
     conv_weights_size,
+    dil_weights_size,
     fc_weights_size,
     pack_conv_weights,
+    pack_dil_weights,
     pack_fc_weights,
     unpack_conv_weights,
+    unpack_dil_weights,
     unpack_fc_weights,
 )
 from emu.errors import InputError
-from tests.dv.reference import ref_fc_nchw
+from tests.dv.reference import ref_fc_nchw, ref_pack_dil
 
 F16 = np.float16
 SHAPES = [(1, 1, 1), (3, 2, 5), (8, 4, 4), (9, 3, 2), (17, 1, 7), (64, 2, 3)]
@@ -91,6 +94,33 @@ def test_conv_pack_round_trip(kernel: tuple[int, int], n_channels: int, n_kernel
         np.testing.assert_array_equal(s.view(np.uint16), slopes.view(np.uint16))
     else:
         assert s is None
+
+
+@pytest.mark.parametrize("kernel", [(1, 1), (3, 3), (2, 5), (7, 7)])
+@pytest.mark.parametrize(("n_channels", "n_kernels"), [(1, 1), (9, 8), (70, 11)])
+@pytest.mark.parametrize("quantised", [False, True])
+@pytest.mark.parametrize("prelu", [False, True])
+def test_dil_pack_is_the_references_and_round_trips(kernel: tuple[int, int], n_channels: int,
+                                                    n_kernels: int, quantised: bool,
+                                                    prelu: bool) -> None:
+    rng = np.random.default_rng(2)
+    kx, ky = kernel
+    n = n_kernels * n_channels * ky * kx
+    bias = rng.standard_normal(n_kernels).astype(F16).view(np.uint16)
+    slopes = rng.standard_normal(n_kernels).astype(F16).view(np.uint16) if prelu else None
+    table = rng.standard_normal(256).astype(F16).view(np.uint16) if quantised else None
+    given = (rng.integers(0, 256, n).astype(np.uint8) if quantised
+             else rng.standard_normal(n).astype(F16).view(np.uint16))
+    packed = pack_dil_weights(n_channels, kx, ky, n_kernels, table, given, bias, slopes)
+    assert packed == ref_pack_dil(n_channels, kx, ky, n_kernels, table, given, bias, slopes)
+    assert len(packed) == dil_weights_size(n_channels, kx, ky, n_kernels, quantised, prelu)
+    w, b, s = unpack_dil_weights(packed, n_channels, kx, ky, n_kernels, quantised, prelu)
+    want = table[given] if table is not None else given
+    np.testing.assert_array_equal(w.view(np.uint16).reshape(-1), want)
+    np.testing.assert_array_equal(b.view(np.uint16), bias)
+    if slopes is not None:
+        assert s is not None
+        np.testing.assert_array_equal(s.view(np.uint16), slopes)
 
 
 def test_conv_pack_pinned_offsets() -> None:

@@ -34,19 +34,20 @@ def _fp16(shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float16)
 
 
-def _conv_command(ctx, x, weights, bias, *, kernel, pad=0, stride=1, actfunc=0):
+def _conv_command(ctx, x, weights, bias, *, kernel, pad=0, stride=1, actfunc=0, dilation=1,
+                  pack=dv.dmp_dv_pack_conv_weights):
     c, h, w = x.shape
     m = weights.shape[0]
     inp, _ = _mem(ctx, layout.to_device(x))
-    rc, size = dv.dmp_dv_pack_conv_weights(c, kernel, kernel, m, None, weights.view(np.uint16),
-                                           bias.view(np.uint16), None, 0)
+    rc, size = pack(c, kernel, kernel, m, None, weights.view(np.uint16), bias.view(np.uint16),
+                    None, None, 0)
     assert rc == 0 and size > 0
     packed = np.zeros(size, np.uint8)
-    assert dv.dmp_dv_pack_conv_weights(c, kernel, kernel, m, None, weights.view(np.uint16),
-                                       bias.view(np.uint16), packed, size) == (0, size)
+    assert pack(c, kernel, kernel, m, None, weights.view(np.uint16), bias.view(np.uint16),
+                None, packed, size) == (0, size)
     wmem, _ = _mem(ctx, packed)
-    oh = (h + 2 * pad - kernel) // stride + 1
-    ow = (w + 2 * pad - kernel) // stride + 1
+    oh = (h + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    ow = (w + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
     out, view = _mem(ctx, size=layout.tensor_bytes(m, oh, ow))
     cmd = dv.dmp_dv_cmdraw_conv_v0()
     cmd.input_buf, cmd.output_buf = dv.dmp_dv_buf(inp, 0), dv.dmp_dv_buf(out, 0)
@@ -56,8 +57,59 @@ def _conv_command(ctx, x, weights, bias, *, kernel, pad=0, stride=1, actfunc=0):
     run.m, run.conv_enable, run.p, run.pz = m, 1, kernel | kernel << 8, 1
     run.conv_pad = pad * 0x01010101
     run.conv_stride = stride | stride << 8
+    run.conv_dilation = dilation | dilation << 8
     run.actfunc = actfunc
     return cmd, out, view, (m, oh, ow)
+
+
+def _run_one(ctx, cmd, out, view, shape):
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+    assert dv.dmp_dv_cmdlist_wait(cl, dv.dmp_dv_cmdlist_exec(cl)) == 0
+    dv.dmp_dv_cmdlist_release(cl)
+    assert dv.dmp_dv_mem_sync_start(out, 1, 0) == 0
+    got = layout.from_device(view, *shape).copy()
+    assert dv.dmp_dv_mem_sync_end(out) == 0
+    return got
+
+
+@pytest.mark.parametrize(("channels", "kernel", "dilation"), [(9, 3, 2), (70, 2, 3), (3, 5, 2)])
+def test_a_dilated_conv_reads_weights_packed_by_the_dilated_packer(ctx, channels, kernel,
+                                                                   dilation):
+    x = _fp16((channels, 13, 11))
+    weights, bias = _fp16((10, channels, kernel, kernel), 0.3), _fp16((10,), 0.1)
+    want = compute.run_conv(x, [compute.ConvRun(
+        m=10, kernel=(kernel, kernel), pads=(1, 1, 1, 1), dilation=(dilation, dilation),
+        weights=weights, bias=bias)])[0]
+    got = _run_one(ctx, *_conv_command(ctx, x, weights, bias, kernel=kernel, pad=1,
+                                       dilation=dilation, pack=dv.dmp_dv_pack_dil_weights))
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    # the same weights in the undilated layout (in memory large enough for the dilated
+    # one) mean something else to the device
+    cmd, out, view, shape = _conv_command(ctx, x, weights, bias, kernel=kernel, pad=1,
+                                          dilation=dilation)
+    undilated = dv.dmp_dv_mem_map(cmd.run[0].weight_buf.mem)
+    _, need = dv.dmp_dv_pack_dil_weights(channels, kernel, kernel, 10, None,
+                                         weights.view(np.uint16), bias.view(np.uint16), None,
+                                         None, 0)
+    padded = np.zeros(max(need, undilated.size), np.uint8)
+    padded[:undilated.size] = undilated
+    cmd.run[0].weight_buf = dv.dmp_dv_buf(_mem(ctx, padded)[0], 0)
+    assert not np.array_equal(_run_one(ctx, cmd, out, view, shape).view(np.uint16),
+                              want.view(np.uint16))
+
+
+def test_the_total_size_counts_the_live_memory_of_this_session(ctx):
+    before = dv.dmp_dv_mem_get_total_size()
+    a, b = dv.dmp_dv_mem_alloc(ctx, 1000), dv.dmp_dv_mem_alloc(ctx, 5000)
+    assert dv.dmp_dv_mem_get_total_size() == \
+        before + dv.dmp_dv_mem_get_size(a) + dv.dmp_dv_mem_get_size(b)
+    with emu.Session():  # another program's memory is not this one's
+        assert dv.dmp_dv_mem_get_total_size() == 0
+    dv.dmp_dv_mem_release(a)
+    assert dv.dmp_dv_mem_get_total_size() == before + dv.dmp_dv_mem_get_size(b)
+    dv.dmp_dv_mem_release(b)
+    assert dv.dmp_dv_mem_get_total_size() == before
 
 
 def test_a_conv_command_computes_what_the_device_computes_and_is_timed(ctx):
@@ -295,6 +347,8 @@ def _contract_rows(ctx):
         ("dmp_dv_mem_sync_end", "NULL", lambda: dv.dmp_dv_mem_sync_end(None), dv.EINVAL),
         ("dmp_dv_mem_get_size", "valid", lambda: dv.dmp_dv_mem_get_size(mem) >= 64, True),
         ("dmp_dv_mem_get_size", "released", lambda: dv.dmp_dv_mem_get_size(dead), 0),
+        ("dmp_dv_mem_get_total_size", "live memory only",
+         lambda: dv.dmp_dv_mem_get_total_size() >= dv.dmp_dv_mem_get_size(mem) >= 64, True),
         ("dmp_dv_cmdlist_create", "NULL", lambda: dv.dmp_dv_cmdlist_create(None), None),
         ("dmp_dv_cmdlist_release", "NULL", lambda: dv.dmp_dv_cmdlist_release(None), None),
         ("dmp_dv_cmdlist_retain", "NULL", lambda: dv.dmp_dv_cmdlist_retain(None), None),
@@ -313,15 +367,24 @@ def _contract_rows(ctx):
         ("dmp_dv_cmdlist_get_last_exec_time", "none yet",
          lambda: dv.dmp_dv_cmdlist_get_last_exec_time(cl), 0),
         ("dmp_dv_pack_conv_weights", "size query",
-         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w, b, None, 0)[0], 0),
+         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w, b, None, None, 0)[0], 0),
         ("dmp_dv_pack_conv_weights", "kernel 0",
-         lambda: dv.dmp_dv_pack_conv_weights(8, 0, 3, 8, None, w, b, None, 0), (dv.EINVAL, 0)),
+         lambda: dv.dmp_dv_pack_conv_weights(8, 0, 3, 8, None, w, b, None, None, 0),
+         (dv.EINVAL, 0)),
         ("dmp_dv_pack_conv_weights", "buffer too small",
-         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w, b, np.zeros(4, np.uint8),
-                                             4), (dv.EINVAL, 0)),
+         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w, b, None,
+                                             np.zeros(4, np.uint8), 4), (dv.EINVAL, 0)),
         ("dmp_dv_pack_conv_weights", "too few weights",
-         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w[:5], b,
+         lambda: dv.dmp_dv_pack_conv_weights(8, 3, 3, 8, None, w[:5], b, None,
                                              np.zeros(4096, np.uint8), 4096), (dv.EINVAL, 0)),
+        ("dmp_dv_pack_dil_weights", "size query",
+         lambda: dv.dmp_dv_pack_dil_weights(8, 3, 3, 8, None, w, b, None, None, 0)[0], 0),
+        ("dmp_dv_pack_dil_weights", "kernel 8",
+         lambda: dv.dmp_dv_pack_dil_weights(8, 8, 3, 8, None, w, b, None, None, 0),
+         (dv.EINVAL, 0)),
+        ("dmp_dv_pack_dil_weights", "too few slopes",
+         lambda: dv.dmp_dv_pack_dil_weights(8, 3, 3, 8, None, w, b, b[:3],
+                                            np.zeros(8192, np.uint8), 8192), (dv.EINVAL, 0)),
         ("dmp_dv_pack_fc_weights", "size query",
          lambda: dv.dmp_dv_pack_fc_weights(8, 1, 1, 8, 1, 1, None, w[:64], b, None, 0)[0], 0),
         ("dmp_dv_pack_fc_weights", "negative",
@@ -440,11 +503,11 @@ def test_quantised_conv_weights_through_the_api(ctx):
     bias = _fp16((4,))
     inp, _ = _mem(ctx, layout.to_device(x))
     rc, size = dv.dmp_dv_pack_conv_weights(9, 3, 3, 4, table.view(np.uint16), index,
-                                           bias.view(np.uint16), None, 0)
+                                           bias.view(np.uint16), None, None, 0)
     assert rc == 0
     packed = np.zeros(size, np.uint8)
     assert dv.dmp_dv_pack_conv_weights(9, 3, 3, 4, table.view(np.uint16), index,
-                                       bias.view(np.uint16), packed, size) == (0, size)
+                                       bias.view(np.uint16), None, packed, size) == (0, size)
     wmem, _ = _mem(ctx, packed)
     out, view = _mem(ctx, size=layout.tensor_bytes(4, 6, 6))
     cmd = dv.dmp_dv_cmdraw_conv_v0()

@@ -26,12 +26,13 @@ ALLOWED = {
     "dv": {"soc", "mem"},
     "chip": {"soc", "mem", "cpu", "bpu", "vdsp", "dv"},
     "runtime": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "nn", "dv"},
-    "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report", "nn", "dv"},
+    "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report", "nn", "dv", "dnn"},
     "report": {"soc", "chip", "runtime"},
     "nn": {"soc", "bpu"},
     "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report", "nn",
             "dv", "sweep"},
     "sweep": {"soc", "report", "cli"},
+    "dnn": {"runtime"},
 }
 
 

@@ -16,6 +16,13 @@ def test_the_readme_has_its_examples():
     assert any("s.spawn(" in block and "s.run()" in block for block in BLOCKS)
 
 
+def test_the_first_example_runs_a_model_in_at_most_ten_lines():
+    lines = BLOCKS[0].splitlines()
+    load = next(k for k, line in enumerate(lines) if "emu.dnn.Model(" in line)
+    latency = next(k for k, line in enumerate(lines) if "print(" in line and "latency" in line)
+    assert 0 <= latency - load < 10
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{k}" for k in range(len(BLOCKS))])
 def test_readme_example_runs(block, tmp_path):
     done = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from emu.dnn import alloc_tensors
 from emu.errors import InputError
 from emu.runtime import hbdnn, hbsys
 from emu.runtime.session import Session
@@ -34,25 +35,6 @@ CORE_IDS = {0: hbdnn.HB_BPU_CORE_ANY, 1: hbdnn.HB_BPU_CORE_0, 2: hbdnn.HB_BPU_CO
 def _check(rc: int, what: str) -> None:
     if rc != hbdnn.HB_DNN_SUCCESS and rc != hbsys.HB_SYS_SUCCESS:
         raise InputError(f"{what}: {hbdnn.hbDNNGetErrorDesc(rc)}")
-
-
-def _tensors(dnn: hbdnn.hbDNNHandle, outputs: bool) -> list[hbdnn.hbDNNTensor]:
-    count_fn = hbdnn.hbDNNGetOutputCount if outputs else hbdnn.hbDNNGetInputCount
-    props_fn = (hbdnn.hbDNNGetOutputTensorProperties if outputs
-                else hbdnn.hbDNNGetInputTensorProperties)
-    rc, count = count_fn(dnn)
-    _check(rc, "tensor count")
-    tensors = []
-    for k in range(count or 0):
-        rc, props = props_fn(dnn, k)
-        _check(rc, "tensor properties")
-        assert props is not None
-        tensor = hbdnn.hbDNNTensor()
-        tensor.properties = props
-        _check(hbsys.hbSysAllocCachedMem(tensor.sysMem[0], props.alignedByteSize),
-               "allocating a tensor")
-        tensors.append(tensor)
-    return tensors
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -87,7 +69,7 @@ def run_perf(model_file: str | Path, model_name: str | None, threads: int, core_
         first_submit = [-1]
 
         def worker(count: int) -> None:
-            inputs, outputs = _tensors(dnn, False), _tensors(dnn, True)
+            inputs, outputs = alloc_tensors(dnn, False), alloc_tensors(dnn, True)
             ctrl = hbdnn.hbDNNInferCtrlParam()
             hbdnn.HB_DNN_INITIALIZE_INFER_CTRL_PARAM(ctrl)
             ctrl.bpuCoreId, ctrl.priority = CORE_IDS[core_id], priority

@@ -55,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from emu.dnn import alloc_tensors
 from emu.errors import InputError, SimulationError
 from emu.nn import compiler, zoo
 from emu.nn.compiler import CompiledModel
@@ -62,7 +63,6 @@ from emu.runtime import hbdnn, session
 from emu.soc.clock import PS_PER_S
 from emu.soc.config import SocConfig
 from emu.workloads.cameras import _ms, percentile, run_threads
-from emu.workloads.nn_perf import _tensors
 from emu.workloads.pointcloud import runner
 from emu.workloads.pointcloud.impls import Preprocessor
 from emu.workloads.pointcloud.params import CENTERPOINT
@@ -176,7 +176,7 @@ class _Pipeline:
 
     def run(self) -> None:
         """The thread's body: its tensors, then every frame in order as it arrives."""
-        inputs, outputs = _tensors(self.dnn, False), _tensors(self.dnn, True)
+        inputs, outputs = alloc_tensors(self.dnn, False), alloc_tensors(self.dnn, True)
         ctrl = hbdnn.hbDNNInferCtrlParam()
         hbdnn.HB_DNN_INITIALIZE_INFER_CTRL_PARAM(ctrl)
         ctrl.priority = self.priority

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from emu import sleep_ms
+from emu.dnn import alloc_tensors
 from emu.nn import compiler, zoo
 from emu.runtime import hbdnn as dnn
 from emu.runtime import session
@@ -36,21 +37,7 @@ def _load(path):
     return packed
 
 
-def _tensors(handle, outputs):
-    count_fn = dnn.hbDNNGetOutputCount if outputs else dnn.hbDNNGetInputCount
-    props_fn = (dnn.hbDNNGetOutputTensorProperties if outputs
-                else dnn.hbDNNGetInputTensorProperties)
-    rc, count = count_fn(handle)
-    assert rc == 0
-    tensors = []
-    for k in range(count):
-        rc, props = props_fn(handle, k)
-        assert rc == 0
-        tensor = dnn.hbDNNTensor()
-        tensor.properties = props
-        assert hbSysAllocCachedMem(tensor.sysMem[0], props.alignedByteSize) == 0
-        tensors.append(tensor)
-    return tensors
+_tensors = alloc_tensors  # one helper (emu.dnn), as every caller uses
 
 
 def _infer(handle, inputs, outputs, **ctrl_fields):

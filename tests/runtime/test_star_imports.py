@@ -7,7 +7,7 @@ import types
 import pytest
 
 PREFIXES = {"hbdnn": ("hb", "HB_"), "hbsys": ("hb", "HB_"), "hbdsp": ("hb", "HB_"),
-            "dmp_dv": ("dmp_dv", "DMP_DV")}
+            "hbdsp_cv": ("hb", "HB_"), "dmp_dv": ("dmp_dv", "DMP_DV")}
 
 
 def _star(name):

@@ -275,3 +275,23 @@ def test_a_hand_made_block_with_a_bad_output_fails_the_task_with_a_message():
         rc, task2 = hbdsp.hbDSPRpc(block, out, ctrl)
         assert hbdsp.hbDSPWaitTaskDone(task2, 0) == hbdsp.HB_DSP_TASK_FAILED
         assert "must lie in the call's output buffer" in task2.error
+
+
+def test_the_declarations_for_type_checkers_are_current_and_match_the_calls():
+    import ast
+    from pathlib import Path
+
+    stub = Path(hbdsp_cv.__file__).with_name(hbdsp_cv.STUB)
+    assert stub.read_text() == hbdsp_cv.declarations(), "run python tools/cv_stubs.py"
+    tree = ast.parse(stub.read_text())
+    functions = {n.name: [a.arg for a in n.args.args] for n in tree.body
+                 if isinstance(n, ast.FunctionDef)}
+    structs = {n.name: [s.target.id for s in n.body if isinstance(s, ast.AnnAssign)]
+               for n in tree.body if isinstance(n, ast.ClassDef)}
+    ops = cv.cv_operators()
+    assert set(functions) | set(structs) == set(hbdsp_cv.names())
+    for op in ops:
+        name = f"hbDSP{op.c_name}"
+        assert functions[name] == [*op.inputs, "dst", "param", "ctrl"], name
+        made = getattr(hbdsp_cv, f"{name}Param")()
+        assert structs[f"{name}Param"] == list(vars(made)) == [p.name for p in op.params]

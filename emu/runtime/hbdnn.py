@@ -587,11 +587,16 @@ def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
     """A tensor as hbDNN describes it. Feature maps and outputs are float32 NCHW (the
     compiled model quantises and dequantises on the CPU), images uint8 NHWC; NV12 is
     described as N x 3 x H x W, its rows aligned to 16 bytes in `alignedShape` (H x W_16
-    x 3 / 2 bytes per image), strides 0, as on the board."""
+    x 3 / 2 bytes per image), strides 0, as on the board. An output of N x C, N the batch
+    (a classifier's scores), is described as N x C x 1 x 1, as J5's toolchain makes it (its
+    Gemm is a convolution) and the board's samples read it (seed 000: the BPU's shapes are
+    four-dimensional); the bytes are the same."""
     tensor = model.graph.tensors[name]
     props = hbDNNTensorProperties()
     input_type = model.options.get("input_type", "featuremap")
     shape = tensor.shape
+    if name in model.graph.outputs and len(shape) == 2 and shape[0] == model.batch:
+        shape = (*shape, 1, 1)
     itemsize = np.dtype(tensor.dtype).itemsize
     aligned: tuple[int, ...] | None = None
     nv12 = dnn_tasks.nv12_dims(model, name)
@@ -605,7 +610,7 @@ def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
     else:
         dims = shape
         props.tensorType = _TYPES.get(tensor.dtype, HB_DNN_TENSOR_TYPE_MAX)
-        props.tensorLayout = HB_DNN_LAYOUT_NCHW if len(shape) == 4 else HB_DNN_LAYOUT_NONE
+        props.tensorLayout = _layout(model, name, len(shape))
     if name in model.code_outputs():
         itemsize = _describe_codes(props, model, name)
     props.validShape = hbDNNTensorShape(dims)
@@ -615,6 +620,22 @@ def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
         strides = [itemsize * math.prod(shape[k + 1:]) for k in range(len(shape))]
         props.stride = strides + [0] * (HB_DNN_TENSOR_MAX_DIMENSIONS - len(strides))
     return props
+
+
+_TO_NHWC = (0, 2, 3, 1)  # the Transpose that turns an N x C x H x W map into N x H x W x C
+
+
+def _layout(model: CompiledModel, name: str, rank: int) -> int:
+    """A feature map's layout label: NHWC for an output a Transpose (0, 2, 3, 1) writes (a
+    detector's head exported channels-last), NCHW for any other four-dimensional tensor,
+    none otherwise."""
+    if rank != 4:
+        return HB_DNN_LAYOUT_NONE
+    writer = model.graph.producers().get(name) if name in model.graph.outputs else None
+    if writer is not None and writer.op == "Transpose" \
+            and tuple(writer.attrs.get("perm", ())) == _TO_NHWC:
+        return HB_DNN_LAYOUT_NHWC
+    return HB_DNN_LAYOUT_NCHW
 
 
 _CODE_TYPES = {"int8": HB_DNN_TENSOR_TYPE_S8, "int16": HB_DNN_TENSOR_TYPE_S16,

@@ -125,9 +125,12 @@ def test_models_of_every_rank_run_through_hbdnn(case):
         for tensor, t, dtype in zip([*inputs, *outputs], [*model.inputs, *model.outputs],
                                     dtypes, strict=True):
             props = tensor.properties
-            assert props.validShape.numDimensions == len(t.shape)
-            assert props.validShape.dims() == props.alignedShape.dims() == t.shape
-            assert props.tensorLayout == (dnn.HB_DNN_LAYOUT_NCHW if len(t.shape) == 4
+            # an output of N x C (N the batch) is described N x C x 1 x 1, as on the board
+            described = (*t.shape, 1, 1) if t in model.outputs and len(t.shape) == 2 \
+                and t.shape[0] == model.batch else t.shape
+            assert props.validShape.numDimensions == len(described)
+            assert props.validShape.dims() == props.alignedShape.dims() == described
+            assert props.tensorLayout == (dnn.HB_DNN_LAYOUT_NCHW if len(described) == 4
                                           else dnn.HB_DNN_LAYOUT_NONE)
             assert props.tensorType == TYPES[dtype.name]
             assert props.alignedByteSize == dtype.itemsize * math.prod(t.shape)
@@ -283,3 +286,30 @@ def test_a_failure_inside_a_task_is_an_error_code_not_an_exception(monkeypatch, 
         monkeypatch.setattr(dnn_tasks, "run_bpu", real)
         rc, task = _infer(handle, inputs, outputs)
         assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
+
+
+@pytest.mark.parametrize(("perm", "layout"), [((0, 2, 3, 1), dnn.HB_DNN_LAYOUT_NHWC),
+                                              ((0, 1, 3, 2), dnn.HB_DNN_LAYOUT_NCHW),
+                                              (None, dnn.HB_DNN_LAYOUT_NCHW)])
+def test_a_channels_last_head_is_labelled_nhwc_and_other_maps_nchw(perm, layout):
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(
+        np.random.default_rng(5).standard_normal((6, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c" if perm else "y"], pads=[1] * 4)]
+    if perm:
+        nodes.append(helper.make_node("Transpose", ["c"], ["y"], perm=list(perm)))
+    graph = helper.make_graph(nodes, "head",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                             [1, 3, 8, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [w])
+    model = compiler.compile_model(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "head",
+        compiler.CompileOptions(calib_random=2), SOC)
+    with session.Session():
+        handle = _load(model)
+        (inp,), (out,) = _tensors(handle, False), _tensors(handle, True)
+        assert inp.properties.tensorLayout == dnn.HB_DNN_LAYOUT_NCHW
+        assert out.properties.tensorLayout == layout
+        assert out.properties.validShape.dims() == model.outputs[0].shape

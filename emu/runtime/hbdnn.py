@@ -968,8 +968,10 @@ class _Image(NamedTuple):
 
 
 def _image(tensor: Any, sess: session.Session) -> _Image | None:
-    """An image tensor: NV12 as (1, 3, H, W), the others NHWC (1, H, W, C); the row stride
-    is the `alignedShape`'s width (times the bytes per pixel)."""
+    """An image tensor: NV12 as (1, 3, H, W), the others NHWC (1, H, W, C), and a Y image
+    labelled NCHW as (1, 1, H, W), as the board's resize tutorial gives it (one channel:
+    the bytes are the same); the row stride is the `alignedShape`'s width (times the bytes
+    per pixel)."""
     if not isinstance(tensor, hbDNNTensor) or not isinstance(tensor.properties,
                                                              hbDNNTensorProperties) \
             or not isinstance(tensor.sysMem, list | tuple) or not tensor.sysMem:
@@ -986,6 +988,9 @@ def _image(tensor: Any, sess: session.Session) -> _Image | None:
     if fmt == "nv12":
         h, w, wa = valid[2], valid[3], aligned[3]
         same = valid[:3] == aligned[:3] and valid[1] == 3
+    elif fmt == "gray" and status.as_int(props.tensorLayout) == HB_DNN_LAYOUT_NCHW:
+        h, w, wa = valid[2], valid[3], aligned[3]
+        same = valid[:3] == aligned[:3] and valid[1] == 1
     else:
         h, w, wa = valid[1], valid[2], aligned[2]
         same = valid[0:2] == aligned[0:2] and valid[3] == aligned[3] == channels

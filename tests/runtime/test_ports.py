@@ -69,3 +69,37 @@ def test_the_nv12_classifier_port_gives_the_float_models_top5(classifier, capsys
     scores = np.array([s for _, s in top])
     assert np.all(np.diff(scores) <= 0)
     np.testing.assert_allclose(scores, logits[[i for i, _ in top]], rtol=0.1, atol=0.05)
+
+
+def _bilinear_corners(gray: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
+    """A float reference of J5's resizer: bilinear with the corners aligned (output pixel
+    i samples source position i * (n - 1) / (m - 1)), rounded at the end."""
+    h, w = gray.shape
+    ys = np.arange(out_h) * (h - 1) / max(out_h - 1, 1)
+    xs = np.arange(out_w) * (w - 1) / max(out_w - 1, 1)
+    y0, x0 = np.floor(ys).astype(int), np.floor(xs).astype(int)
+    y1, x1 = np.minimum(y0 + 1, h - 1), np.minimum(x0 + 1, w - 1)
+    fy, fx = (ys - y0)[:, None], (xs - x0)[None, :]
+    g = gray.astype(np.float64)
+    top = g[y0][:, x0] * (1 - fx) + g[y0][:, x1] * fx
+    bottom = g[y1][:, x0] * (1 - fx) + g[y1][:, x1] * fx
+    return np.floor(top * (1 - fy) + bottom * fy + 0.5)
+
+
+@pytest.mark.parametrize(("crop", "size"), [((300, 437), (224, 224)), ((384, 512), (160, 200)),
+                                            ((64, 90), (200, 240))])
+def test_the_resize_tutorial_port_scales_as_the_float_bilinear_does(crop, size):
+    sys.path.insert(0, str(PORTS))
+    try:
+        import resize_y as port
+    finally:
+        sys.path.pop(0)
+    gray = cv2.imread(str(PHOTOS / "camera.png"), cv2.IMREAD_GRAYSCALE)[:crop[0], :crop[1]]
+    with session.Session() as sess:
+        live = sess.soc.pool.live_buffers
+        out = port.resize(gray, *size)
+        assert sess.soc.pool.live_buffers == live  # both buffers freed, as the program does
+    assert out.shape == size and out.dtype == np.uint8
+    # J5's 16.16 step and 8-bit weights against exact positions: within two levels
+    diff = np.abs(out.astype(np.float64) - _bilinear_corners(gray, *size))
+    assert diff.max() <= 2 and diff.mean() < 0.5

@@ -80,18 +80,30 @@ def _info(name: str, props: hbdnn.hbDNNTensorProperties) -> TensorInfo:
                       kind == hbdnn.HB_DNN_IMG_TYPE_NV12, scale)
 
 
-def alloc_tensors(handle: hbdnn.hbDNNHandle, outputs: bool) -> list[hbdnn.hbDNNTensor]:
-    """One `hbDNNTensor` per input (or output) of the model, with its properties and
-    `alignedByteSize` bytes of cached hbSys memory; free them with `free_tensors`."""
+def _properties(handle: hbdnn.hbDNNHandle, outputs: bool
+                ) -> list[tuple[str, hbdnn.hbDNNTensorProperties]]:
+    """The name and properties of every input (or output) of the model."""
     count_fn = hbdnn.hbDNNGetOutputCount if outputs else hbdnn.hbDNNGetInputCount
+    name_fn = hbdnn.hbDNNGetOutputName if outputs else hbdnn.hbDNNGetInputName
     props_fn = (hbdnn.hbDNNGetOutputTensorProperties if outputs
                 else hbdnn.hbDNNGetInputTensorProperties)
     rc, count = count_fn(handle)
     _check(rc, count_fn.__name__)
-    made: list[hbdnn.hbDNNTensor] = []
+    found = []
     for k in range(count or 0):
+        rc, name = name_fn(handle, k)
+        _check(rc, name_fn.__name__)
         rc, props = props_fn(handle, k)
         _check(rc, props_fn.__name__)
+        found.append((str(name), props))
+    return found
+
+
+def alloc_tensors(handle: hbdnn.hbDNNHandle, outputs: bool) -> list[hbdnn.hbDNNTensor]:
+    """One `hbDNNTensor` per input (or output) of the model, with its properties and
+    `alignedByteSize` bytes of cached hbSys memory; free them with `free_tensors`."""
+    made: list[hbdnn.hbDNNTensor] = []
+    for _, props in _properties(handle, outputs):
         tensor = hbdnn.hbDNNTensor()
         tensor.properties = props
         rc = hbsys.hbSysAllocCachedMem(tensor.sysMem[0], props.alignedByteSize)
@@ -181,20 +193,7 @@ class Model:
             raise
 
     def _describe(self, outputs: bool) -> list[TensorInfo]:
-        count_fn = hbdnn.hbDNNGetOutputCount if outputs else hbdnn.hbDNNGetInputCount
-        name_fn = hbdnn.hbDNNGetOutputName if outputs else hbdnn.hbDNNGetInputName
-        props_fn = (hbdnn.hbDNNGetOutputTensorProperties if outputs
-                    else hbdnn.hbDNNGetInputTensorProperties)
-        rc, count = count_fn(self._handle)
-        _check(rc, count_fn.__name__)
-        found = []
-        for k in range(count or 0):
-            rc, tensor_name = name_fn(self._handle, k)
-            _check(rc, name_fn.__name__)
-            rc, props = props_fn(self._handle, k)
-            _check(rc, props_fn.__name__)
-            found.append(_info(str(tensor_name), props))
-        return found
+        return [_info(name, props) for name, props in _properties(self._handle, outputs)]
 
     def _feeds(self, inputs: np.ndarray | dict[str, np.ndarray] | list[np.ndarray]
                ) -> list[np.ndarray]:
@@ -213,10 +212,9 @@ class Model:
         arrays = []
         for info, x in zip(self.inputs, inputs, strict=True):
             x = np.asarray(x)
-            size = math.prod(info.shape) // 2 if info.nv12 else math.prod(info.shape)
-            wanted = (size,) if info.nv12 else info.shape
-            if x.dtype != info.dtype or (x.size if info.nv12 else x.shape) != \
-                    (size if info.nv12 else info.shape):
+            # an NV12 image is given as its bytes (Y rows, then UV rows), in any shape
+            wanted = (math.prod(info.shape) // 2,) if info.nv12 else info.shape
+            if x.dtype != info.dtype or ((x.size,) if info.nv12 else x.shape) != wanted:
                 raise DnnError(f"input {info.name!r} is {x.dtype} {x.shape}; the model takes "
                                f"{info.dtype} {wanted}", hbdnn.HB_DNN_INVALID_ARGUMENT)
             arrays.append(np.ascontiguousarray(x))

@@ -476,16 +476,17 @@ def _compile(model: onnx.ModelProto, name: str, where: str, options: CompileOpti
         model = rebatch(model, options.batch, where)
     notes: list[str] = []
     graph, segments = _placed(model, notes, where, options)
-    frames = _frame_graph(exported, graph, segments, where, options)
+    frame, frame_segments = _frame_graph(exported, graph, segments, where, options)
     say(f"{name}: calibrate")
-    samples = calibration_samples(frames[0], options, None if frames[0] is graph else graph)
-    calibration = quantize.calibrate(*frames, samples.feeds, method=options.calib_method,
+    samples = calibration_samples(frame, options, None if frame is graph else graph)
+    calibration = quantize.calibrate(frame, frame_segments, samples.feeds,
+                                     method=options.calib_method,
                                      percentile=options.calib_percentile,
                                      keep_outputs=ACCURACY_SAMPLES)
     say(f"{name}: quantise")
     quant = quantize.quantize(graph, segments, calibration, int16=options.int16)
-    checked_model = quant if frames[0] is graph else \
-        quantize.quantize(*frames, calibration, int16=options.int16)
+    checked_model = quant if frame is graph else \
+        quantize.quantize(frame, frame_segments, calibration, int16=options.int16)
     say(f"{name}: check accuracy")
     checked = samples.feeds[:ACCURACY_SAMPLES]
     accuracy = {k: float(v) for k, v in quantize.accuracy(

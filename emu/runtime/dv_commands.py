@@ -316,10 +316,16 @@ def _decode_run(run: Any, index: int, current: tuple[int, int, int], to_external
     return RunSpec(index, current, (m, oh, ow), f, weights, to_external)
 
 
+def dilated_layout(conv_enable: int, conv_dilation: int) -> bool:
+    """Whether a run of these two command fields reads its weights in the dilated
+    packer's layout (`emu/dv/packing.py`): a normal convolution (conv_enable 1) whose
+    dilation (a byte per axis, 0 meaning 1) exceeds 1 in either direction."""
+    return conv_enable == 1 and ((_byte(conv_dilation, 0) or 1), (_byte(conv_dilation, 1) or 1)) \
+        != (1, 1)
+
+
 def _dilated(fields: dict[str, Any]) -> bool:
-    """A normal convolution run with a dilation above 1: its weights are in the layout of
-    the dilated packer (`emu/dv/packing.py`)."""
-    return fields["conv_enable"] == 1 and fields["dilation"] != (1, 1)
+    return dilated_layout(fields["conv_enable"], fields["conv_dilation"])
 
 
 def _decode_fc(cmd: Any, resolve: Resolve, cfg: DvConfig) -> Command | tuple[int, str]:

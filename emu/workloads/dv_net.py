@@ -55,7 +55,7 @@ from emu.errors import InputError
 from emu.nn import execute, importer
 from emu.nn.graph import Graph, Node
 from emu.runtime import dmp_dv as dv
-from emu.runtime import session
+from emu.runtime import dv_commands, session
 
 BYTE = 255  # largest value of one byte of a packed field
 POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool")
@@ -400,8 +400,8 @@ def _packed(memory: _Memory, item: Planned) -> dv.dmp_dv_mem:
     if item.kind == "conv":
         m, per_group, ky, kx = item.weights.shape
         args: tuple[Any, ...] = (per_group, kx, ky, m, None, w_bits, b_bits, None)
-        # a normal convolution with a dilation is packed one kernel tap at a time
-        dilated = item.fields["conv_enable"] == 1 and item.fields["conv_dilation"] != 0x0101
+        dilated = dv_commands.dilated_layout(item.fields["conv_enable"],
+                                             item.fields["conv_dilation"])
         pack: Any = dv.dmp_dv_pack_dil_weights if dilated else dv.dmp_dv_pack_conv_weights
     else:
         c, h, w = item.in_shape

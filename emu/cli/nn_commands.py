@@ -54,6 +54,11 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
     comp.add_argument("--output-codes", action="store_true",
                       help="keep the BPU's outputs quantised (no dequantize on the CPU): "
                            "int32 per channel after a final conv, else int8/int16 codes")
+    comp.add_argument("--output-type", action="append", default=[], metavar="NAME=TYPE",
+                      help="how output NAME is handed over (repeatable): float (dequantised "
+                           "on the CPU, the default), quantized (as the BPU writes it), or "
+                           "int32 (the accumulators of the Conv or Gemm writing it, through "
+                           "Transpose/Reshape, a scale per channel)")
     comp.add_argument("--batch", type=whole(1, 256), metavar="N",
                       help="batch to compile for (default: the model's own): dimension 0 "
                            "of inputs of rank 3 or more; refused for a model with an input "
@@ -168,6 +173,8 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
                          "--calib-method percentile")
     soc = resolve()  # configuration errors before any work
 
+    from dataclasses import replace
+
     from emu.nn import compiler
     from emu.nn.preprocess import parse_values
     from emu.report import nnperf
@@ -184,7 +191,13 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
                           else args.calib_percentile),
         max_time_per_fc_us=args.max_time_per_fc,
         dsp_softmax=args.dsp_softmax, int16=args.int16, input_source=args.input_source,
-        output_codes=args.output_codes)
+        output_codes=args.output_codes, output_types=_output_types(args.output_type))
+    declared = {path: _onnx_outputs(path) for path in args.models} if args.output_type else {}
+    for output, kind in options.output_types:
+        if None not in declared.values() and not any(
+                output in known for known in declared.values() if known is not None):
+            raise InputError(f"--output-type {output}={kind}: no model has an output "
+                             f"{output}")
     compiled = []
     steps = len(names) * compiler.STEPS
     with progress("compile") as bar:
@@ -196,7 +209,10 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
             done[0] += 1
 
         for path, name in zip(args.models, names, strict=True):
-            compiled.append(compiler.compile_model(path, name, options, soc.soc, step))
+            known = declared.get(path)  # None: unreadable, and the compile says why
+            mine = options if known is None else replace(options, output_types=tuple(
+                pair for pair in options.output_types if pair[0] in known))
+            compiled.append(compiler.compile_model(path, name, mine, soc.soc, step))
     data = compiler.dumps(compiled)
     estimates = [m.estimate(soc.soc).to_json() for m in compiled] \
         if args.perf or html_target is not None else []
@@ -221,6 +237,29 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
     print(f"wrote {target} ({len(data):,} bytes, {len(compiled)} model(s))"
           + (f" and {html_target}" if html_target is not None else ""))
     return 0
+
+
+def _output_types(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """`--output-type` values NAME=TYPE as (name, type) pairs (the compiler checks them)."""
+    pairs = []
+    for value in values:
+        name, equals, kind = value.rpartition("=")
+        if not equals or not name:
+            raise InputError(f"--output-type {value}: expected NAME=TYPE")
+        pairs.append((name, kind))
+    return tuple(pairs)
+
+
+def _onnx_outputs(path: str) -> set[str] | None:
+    """The output names of the ONNX model at `path` (weights left unread), or None when
+    the file cannot be read as one (the compile then says why)."""
+    import onnx
+
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # any failure: the compile reports it properly
+        return None
+    return {value.name for value in model.graph.output}
 
 
 def _model_name(path: str) -> str:

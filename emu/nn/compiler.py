@@ -52,6 +52,18 @@ one input, kl's worst output cosine is below the 0.99 floor (VGG-19) where perce
 fewer nonzero values over all samples keeps max|x|): never far from max where max does
 well, and most of kl's gain where the calibration data stray from the real inputs.
 
+Output types (`--output-type NAME=TYPE`, as the vendor toolchain removes the Dequantize
+of chosen outputs): "float" (the default) dequantises the output on the CPU (a segment of
+the "dequantize" kind, costed per element); "quantized" hands it over as the BPU writes it
+(the codes of its int8 or int16 tensor with one scale, or a final Conv's int32
+accumulators with a scale per channel: `execute.output_quantization`), and the CPU does
+nothing; "int32" hands over the accumulators of the Conv or Gemm that writes the output,
+through the layout ops on the way (Transpose, Reshape: a detection head exported
+channels-last), scaled per channel along the axis the channels end on
+(`placement.accumulators`; the Conv's input then stays int8). `--output-codes` makes
+"quantized" the type of every output not named. A type other than float is refused for an
+output the BPU does not write.
+
 The compiled model is stored with `save` as one model of a file (`modelfile.py`); the
 hardware it was compiled for is not stored, only its function-call cut: estimates and
 simulation recompute every time on the hardware of the session.
@@ -94,6 +106,7 @@ BATCH_MIN_RANK = 3  # inputs of lower rank have no batch dimension (module docst
 MAX_TIME_PER_FC_US = 10**7
 INT16_RULES = ("auto", "never", "always")
 Progress = Callable[[str], None]
+OUTPUT_TYPES = ("float", "quantized", "int32")
 STEPS = 4  # progress reports per model: import, calibrate, quantise, check accuracy
 # (two when the model cache has the model: import, compiled before)
 
@@ -121,8 +134,17 @@ class CompileOptions:
     int16: str = "auto"  # "auto": where int8 is too coarse; "never"; "always"
     input_source: str = "ddr"  # image inputs: "resizer" reads ROIs through the BPU resizer
     output_codes: bool = False  # BPU outputs stay quantised (no dequantize on the CPU)
+    output_types: tuple[tuple[str, str], ...] = ()  # (output, one of OUTPUT_TYPES)
 
     def __post_init__(self) -> None:
+        for name, kind in self.output_types:
+            if kind not in OUTPUT_TYPES:
+                raise InputError(f"--output-type {name}={kind}: expected one of "
+                                 f"{', '.join(OUTPUT_TYPES)}")
+        named = [name for name, _ in self.output_types]
+        if len(set(named)) != len(named):
+            twice = next(n for n in named if named.count(n) > 1)
+            raise InputError(f"--output-type {twice}: given twice")
         if self.input_source not in INPUT_SOURCES:
             raise InputError(f"--input-source {self.input_source}: expected one of "
                              f"{', '.join(INPUT_SOURCES)}")
@@ -143,6 +165,11 @@ class CompileOptions:
             raise InputError(f"--max-time-per-fc {self.max_time_per_fc_us}: expected 0 "
                              f"(no limit) to {MAX_TIME_PER_FC_US} microseconds")
 
+    def output_type(self, name: str) -> str:
+        """The type output `name` is handed over in (see the module)."""
+        return _output_type({"output_codes": self.output_codes,
+                             "output_types": self.output_types}, name)
+
     def as_meta(self, calibration: str) -> dict[str, Any]:
         """The options as the model file keeps them; `calibration` says what the samples
         were (`CalibrationSamples.description`)."""
@@ -154,7 +181,14 @@ class CompileOptions:
                                      if self.calib_method == "percentile" else None),
                 "max_time_per_fc_us": self.max_time_per_fc_us,
                 "dsp_softmax": self.dsp_softmax, "int16": self.int16,
-                "input_source": self.input_source, "output_codes": self.output_codes}
+                "input_source": self.input_source, "output_codes": self.output_codes,
+                "output_types": [list(pair) for pair in self.output_types]}
+
+
+def _output_type(options: dict[str, Any], name: str) -> str:
+    """The type of output `name` under a model's recorded options (`as_meta`)."""
+    named = {str(pair[0]): str(pair[1]) for pair in options.get("output_types") or ()}
+    return named.get(name, "quantized" if options.get("output_codes") else "float")
 
 
 @dataclass
@@ -216,11 +250,10 @@ class CompiledModel:
     def code_outputs(self) -> list[str]:
         """The outputs the model hands over quantised (`--output-codes`): those a BPU
         segment produces; `execute.output_quantization` says how to read them."""
-        if not self.options.get("output_codes"):
-            return []
         made = {t for s in self.segments if s.kind == "bpu" for t in s.outputs}
         return [name for name in self.graph.outputs
-                if name in made and name in self.quant.tensors]
+                if name in made and name in self.quant.tensors
+                and _output_type(self.options, name) != "float"]
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The model's outputs for `feeds` (every input by name), computed exactly."""
@@ -484,9 +517,12 @@ def _compile(model: onnx.ModelProto, name: str, where: str, options: CompileOpti
                                      percentile=options.calib_percentile,
                                      keep_outputs=ACCURACY_SAMPLES)
     say(f"{name}: quantise")
-    quant = quantize.quantize(graph, segments, calibration, int16=options.int16)
+    int32 = [name for name in graph.outputs if options.output_type(name) == "int32"]
+    quant = quantize.quantize(graph, segments, calibration, int16=options.int16,
+                              int32_outputs=int32)
     checked_model = quant if frame is graph else \
-        quantize.quantize(frame, frame_segments, calibration, int16=options.int16)
+        quantize.quantize(frame, frame_segments, calibration, int16=options.int16,
+                          int32_outputs=int32)
     say(f"{name}: check accuracy")
     checked = samples.feeds[:ACCURACY_SAMPLES]
     accuracy = {k: float(v) for k, v in quantize.accuracy(
@@ -502,9 +538,32 @@ def _placed(model: onnx.ModelProto, notes: list[str], where: str, options: Compi
     graph = importer.compile_graph(importer.load(model, notes, where))
     graph = add_preprocess(graph, options)
     segments = placement.place(graph, dsp_softmax=options.dsp_softmax)
-    if options.output_codes:  # as J5's toolchain removing the Dequantize nodes
-        segments = [s for s in segments if s.kind != "dequantize"]
-    return graph, segments
+    return graph, _dequantized(graph, segments, options)
+
+
+def _dequantized(graph: Graph, segments: list[Segment], options: CompileOptions
+                 ) -> list[Segment]:
+    """`segments` with the dequantize segment holding only the float outputs (as J5's
+    toolchain removing the Dequantize nodes of the others); InputError for an output type
+    naming no output, or asking a type other than float of an output the BPU does not
+    write."""
+    made = {t for s in segments if s.kind == "bpu" for t in s.outputs}
+    for name, kind in options.output_types:
+        if name not in graph.outputs:
+            raise InputError(f"--output-type {name}={kind}: the model has no output {name} "
+                             f"(its outputs: {', '.join(graph.outputs)})")
+        if kind != "float" and name not in made:
+            raise InputError(f"--output-type {name}={kind}: {name} is not written by the "
+                             "BPU, so it is float")
+    kept = []
+    for segment in segments:
+        if segment.kind == "dequantize":
+            floats = tuple(t for t in segment.outputs if options.output_type(t) == "float")
+            if not floats:
+                continue
+            segment = replace(segment, inputs=floats, outputs=floats)
+        kept.append(segment)
+    return kept
 
 
 def _frame_graph(exported: onnx.ModelProto, graph: Graph, segments: list[Segment],

@@ -920,7 +920,7 @@ class _Builder:
         return self.q.tensors[name].scale
 
     def dtype(self, name: str) -> np.dtype:
-        return CODE_TYPES[self.q.tensors[name].dtype]
+        return np.dtype(np.int32) if name in self.wide else CODE_TYPES[self.q.tensors[name].dtype]
 
     def conv(self, node: Node, weight: np.ndarray, win: Geometry, groups: int, out: str,
              activation: str) -> kernels.Conv2d:
@@ -930,7 +930,8 @@ class _Builder:
             out_scale=self.scale(out), stride=win.stride, padding=win.pads,
             dilation=win.dilation, groups=groups,
             activation=cast(kernels.Activation, activation),  # the kernel checks the name
-            in_dtype=self.dtype(node.inputs[0]), out_dtype=self.dtype(out))
+            in_dtype=self.dtype(node.inputs[0]),
+            out_dtype=CODE_TYPES[self.q.tensors[out].dtype])  # a wide Conv: accumulate()
 
     def add(self, a: str, b: str, out: str,
             activation: str = "none") -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -965,7 +966,7 @@ class _Builder:
         graph, op = self.graph, node.op
         if op == "Conv" and node.residual:
             return self._residual_conv(node)
-        if node.outputs[0] in self.wide:
+        if self.wide.get(node.outputs[0]) is node:
             return self._wide_conv(node)
         if op in _BINARY and not is_channel_affine(graph, node):
             return self._binary(node)
@@ -1144,15 +1145,21 @@ class _Builder:
         return codes_step
 
     def _wide_conv(self, node: Node) -> Step:
-        """A final Conv handing over its int32 accumulators (`QuantModel.wide_outputs`)."""
+        """A final Conv or FC handing over its int32 accumulators
+        (`QuantModel.wide_outputs`)."""
         weight = self.q.layers[node.name].weight
         x, out = node.inputs[0], node.outputs[0]
-        conv = self.conv(node, weight, geometry(node, weight.shape[2:], self.graph.tensors[x]
-                                                .shape[2:]), int(node.attrs.get("group", 1)),
-                         out, "none")
+        if node.op == "FC":  # the 1 x 1 convolution of (N, K, 1, 1)
+            weight = weight[:, :, None, None]
+        conv = self.conv(node, weight, geometry(node, weight.shape[2:], (1, 1) if node.op == "FC"
+                                                else self.graph.tensors[x].shape[2:]),
+                         int(node.attrs.get("group", 1)), out, "none")
+        flat = node.op == "FC"
 
         def wide_step(codes: Codes) -> None:
-            codes[out] = conv.accumulate(codes[x]).astype(np.int32)  # int8 input: fits
+            value = codes[x][:, :, None, None] if flat else codes[x]
+            sums = conv.accumulate(value).astype(np.int32)  # int8 input: fits
+            codes[out] = sums[:, :, 0, 0] if flat else sums
         return wide_step
 
     def _residual_conv(self, node: Node) -> Step:
@@ -1321,8 +1328,9 @@ class Execution:
             # No codes for an integer output of the BPU (ArgMax's indices): it is as it is.
             value = self.codes[name]
             if name in self._wide:
-                _, scales, _ = output_quantization(self.qmodel, name)
-                shape = (1, -1) + (1,) * (value.ndim - 2)
+                _, scales, axis = output_quantization(self.qmodel, name)
+                shape = [1] * value.ndim
+                shape[axis or 0] = -1
                 self.floats[name] = (value.astype(np.float64) * scales.reshape(shape)
                                      ).astype(np.float32)
             else:
@@ -1385,16 +1393,17 @@ class Execution:
 
 
 def output_quantization(qmodel: QuantModel, name: str) -> tuple[str, np.ndarray, int | None]:
-    """(code type, scales, axis) of a BPU output: value = code x scale, per channel (axis 1
-    of NCHW) for a wide output's int32 accumulators (input scale x each output channel's
-    weight scale; `QuantModel.wide_outputs`), one scale for the tensor (axis None)
-    otherwise."""
+    """(code type, scales, axis) of a BPU output: value = code x scale, per channel for a
+    wide output's int32 accumulators (input scale x each output channel's weight scale;
+    `QuantModel.wide_outputs`) along `QuantModel.wide_axis` (1 of NCHW, or where layout
+    ops moved the channels), one scale for the tensor (axis None) otherwise."""
     node = qmodel.wide_outputs().get(name)
     if node is None:
         qt = qmodel.tensors[name]
         return qt.dtype, np.array([qt.scale]), None
     in_scale = qmodel.tensors[node.inputs[0]].scale
-    return "int32", in_scale * np.asarray(qmodel.layers[node.name].w_scales, np.float64), 1
+    return ("int32", in_scale * np.asarray(qmodel.layers[node.name].w_scales, np.float64),
+            qmodel.wide_axis(name))
 
 
 def run(qmodel: QuantModel, feeds: dict[str, np.ndarray], *,

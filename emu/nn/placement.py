@@ -25,6 +25,7 @@ converts the model outputs that BPU nodes write (the BPU runs int8 in and out).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from emu.errors import InputError
@@ -161,3 +162,65 @@ def final_convs(graph: Graph, segments: list[Segment]) -> dict[str, Node]:
             if node.name in running and node.op == "Conv" and node.activation == "none"
             and not node.residual and node.outputs[0] in leaving
             and node.outputs[0] not in read_on_bpu}
+
+
+# The ops that only lay a tensor out anew: an int32 accumulator output may pass through them
+# on the BPU (a detection head exported channels-last, a classifier's flattened logits).
+LAYOUT_OPS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+
+
+@dataclass(frozen=True)
+class Accumulators:
+    """How a model output can be the int32 accumulators of the Conv or FC `source`: the
+    layout ops `chain` lead from the source's output to it (each tensor read by the next
+    op only), and `axes` gives, per tensor of the chain (the source's output first), the
+    axis that runs along the source's output channels."""
+
+    source: Node
+    chain: tuple[Node, ...]
+    axes: dict[str, int]
+
+
+def accumulators(graph: Graph, segments: list[Segment], output: str) -> Accumulators | str:
+    """The `Accumulators` that hand `output` over as int32 (`emu compile --output-type
+    NAME=int32`), or why it cannot be: it must leave a BPU segment, and be written by a
+    Conv or FC without activation or residual add, through layout ops only that keep the
+    output channels on one axis of their own."""
+    running = {name for s in segments if s.kind == "bpu" for name in s.nodes}
+    producers, readers = graph.producers(), graph.consumers()
+    chain: list[Node] = []
+    name = output
+    while True:
+        node = producers.get(name)
+        if node is None or node.name not in running:
+            return f"{output} is not computed by the BPU"
+        if node.op in ("Conv", "FC"):
+            break
+        if node.op not in LAYOUT_OPS:
+            return f"{output} is written by {node.op} node {node.name}, not by a Conv or Gemm"
+        chain.insert(0, node)
+        name = node.inputs[0]
+        if len(readers.get(name, [])) != 1 or name in graph.outputs:
+            return f"{name}, on the way from a Conv to {output}, has other readers"
+    if node.activation != "none" or node.residual:
+        return f"{node.op} node {node.name} has an activation or residual add fused"
+    if not chain and any(r.name in running for r in readers.get(output, [])):
+        return f"{output} is also read on the BPU"
+    axis = 1
+    axes = {node.outputs[0]: axis}
+    for step in chain:
+        before = graph.tensors[step.inputs[0]].shape
+        after = graph.tensors[step.outputs[0]].shape
+        if step.op == "Transpose":
+            perm = list(step.attrs.get("perm", range(len(before))[::-1]))
+            axis = perm.index(axis)
+        else:  # a reshape: the channels must keep an axis of their own
+            lead = math.prod(before[:axis])
+            found = [k for k in range(len(after))
+                     if math.prod(after[:k]) == lead and after[k] == before[axis]]
+            if not found:
+                return (f"{step.op} node {step.name} mixes the output channels of "
+                        f"{node.name} with other dimensions")
+            axis = found[0]
+        axes[step.outputs[0]] = axis
+    return Accumulators(node, tuple(chain), axes)

@@ -129,7 +129,7 @@ import numpy as np
 from emu.errors import InputError
 from emu.nn import execute, optable
 from emu.nn.graph import Graph, Node
-from emu.nn.placement import Segment, final_convs
+from emu.nn.placement import Accumulators, Segment, accumulators, final_convs
 
 INT16_SPREAD = 32.0
 COSINE_MIN = 0.99
@@ -316,8 +316,10 @@ class QuantModel:
     tensors: dict[str, QTensor]
     layers: dict[str, Layer]
     int16: str = "auto"
+    int32_outputs: tuple[str, ...] = ()  # outputs handed over as accumulators on request
     programs: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
     _wide: dict[str, Node] | None = field(default=None, compare=False, repr=False)
+    _axes: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def tensor_dtypes(self) -> dict[str, str]:
         """Tensor name -> code type ("int8", "int16", or "int32" for a wide output) of
@@ -327,13 +329,26 @@ class QuantModel:
 
     def wide_outputs(self) -> dict[str, Node]:
         """The tensors the BPU hands over as a final Conv's int32 accumulators (see the
-        module), each with the Conv that writes it (worked out once)."""
+        module), each with the Conv that writes it (worked out once): those of
+        `final_convs`, and for each of `int32_outputs` the Conv's or FC's output and the
+        layout ops' tensors on the way to it (`placement.accumulators`)."""
         if self._wide is not None:
             return self._wide
-        self._wide = {out: node for out, node in final_convs(self.graph, self.segments).items()
-                      if node.name in self.layers
+        wide = dict(final_convs(self.graph, self.segments))
+        self._axes = dict.fromkeys(wide, 1)
+        for name in self.int32_outputs:
+            found = accumulators(self.graph, self.segments, name)
+            if isinstance(found, Accumulators):
+                wide.update(dict.fromkeys(found.axes, found.source))
+                self._axes.update(found.axes)
+        self._wide = {out: node for out, node in wide.items() if node.name in self.layers
                       and self.tensors[node.inputs[0]].dtype == "int8"}
         return self._wide
+
+    def wide_axis(self, name: str) -> int:
+        """The axis of wide tensor `name` along the output channels of its Conv."""
+        self.wide_outputs()
+        return self._axes[name]
 
     def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """(JSON-able meta, named arrays) that `from_arrays` turns back into this model. The
@@ -342,6 +357,7 @@ class QuantModel:
         meta = {
             "format": FORMAT,
             "int16": self.int16,
+            "int32_outputs": list(self.int32_outputs),
             "segments": [{"kind": s.kind, "nodes": list(s.nodes), "inputs": list(s.inputs),
                           "outputs": list(s.outputs), "reasons": list(s.reasons)}
                          for s in self.segments],
@@ -366,13 +382,16 @@ class QuantModel:
                        for name, (scale, dtype) in meta["tensors"].items()}
             layers = {name: Layer(*(arrays[_array_key(k, part)] for part in LAYER_PARTS))
                       for k, name in enumerate(meta["layers"])}
+            int32_outputs = tuple(meta.get("int32_outputs", ()))
+            if not all(isinstance(name, str) for name in int32_outputs):
+                raise TypeError("int32_outputs holds a non-string")
         except (KeyError, TypeError, ValueError) as error:
             raise InputError(f"quantised model: malformed description ({error!r})") from None
         known = {n.name for n in graph.nodes}
         stray = [name for s in segments for name in s.nodes if name not in known]
         if stray:
             raise InputError(f"quantised model: node {stray[0]!r} is not in the graph")
-        return cls(graph, segments, tensors, layers, str(meta["int16"]))
+        return cls(graph, segments, tensors, layers, str(meta["int16"]), int32_outputs)
 
 
 def _array_key(index: int, part: str) -> str:
@@ -534,12 +553,19 @@ def quantize_weights(weight: np.ndarray, bias: np.ndarray | None, in_scale: floa
 
 
 def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration, *,
-             int16: str = "auto") -> QuantModel:
-    """The QuantModel of `graph` placed as `segments`, scales from `calibration`."""
+             int16: str = "auto", int32_outputs: Sequence[str] = ()) -> QuantModel:
+    """The QuantModel of `graph` placed as `segments`, scales from `calibration`;
+    `int32_outputs` are handed over as their Conv's int32 accumulators (the Conv's input
+    then stays int8, whatever `int16` says), or InputError says why one cannot be."""
     if int16 not in INT16_MODES:
         raise InputError(f"int16 must be one of {', '.join(INT16_MODES)}, got {int16!r}")
     nodes = bpu_nodes(graph, segments)
     pinned = _int8_only(graph, nodes)
+    for name in int32_outputs:
+        found = accumulators(graph, list(segments), name)
+        if not isinstance(found, Accumulators):
+            raise InputError(f"output {name} as int32 accumulators: {found}")
+        pinned |= _copied(graph, [found.source.inputs[0]])
     leaving = [name for s in segments if s.kind == "bpu" for name in s.outputs]
     unclipped = _copied(graph, [*graph.outputs, *leaving])
     tensors: dict[str, QTensor] = {}
@@ -579,7 +605,7 @@ def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration
             layers[node.name] = _lstm_layer(graph, node, tensors)
         elif node.op in WEIGHTED or execute.is_channel_affine(graph, node):
             layers[node.name] = _layer(graph, node, tensors)
-    model = QuantModel(graph, list(segments), tensors, layers, int16)
+    model = QuantModel(graph, list(segments), tensors, layers, int16, tuple(int32_outputs))
     execute.prepare(model)  # a layer the kernels cannot execute fails here, not at run time
     return model
 

@@ -3,7 +3,7 @@
     rc, packed = hbDNNInitializeFromFiles(["model.hbm"])
     rc, names, count = hbDNNGetModelNameList(packed)
     rc, dnn = hbDNNGetModelHandle(packed, names[0])
-    rc, props = hbDNNGetInputTensorProperties(dnn, 0)
+    props = hbDNNTensorProperties(); rc = hbDNNGetInputTensorProperties(props, dnn, 0)
     ... allocate hbSysMem of props.alignedByteSize, fill, hbSysFlushMem(CLEAN) ...
     ctrl = hbDNNInferCtrlParam(); HB_DNN_INITIALIZE_INFER_CTRL_PARAM(ctrl)
     rc, task = hbDNNInfer(outputs, inputs, dnn, ctrl)      # queued; returns at once
@@ -28,9 +28,9 @@ HB_DNN_RUN_TASK_FAILED).
 Also here: `hbDNNRoiInfer` and `hbDNNResize` (the BPU's resizer, `emu/nn/resizer.py`),
 plugin layers (`hbDNNRegisterLayerCreator`), NV12 rows aligned to 16 bytes (padded by the
 runtime when a tensor's `alignedShape` is its `validShape`), NV12_SEPARATE, quantised
-outputs (`emu compile --output-codes`: SCALE per channel or per tensor, SHIFT for powers of
-two), and the environment variables `HB_DNN_LOG_LEVEL`, `HB_DNN_ENABLE_DSP`,
-`HB_DNN_SIM_PLATFORM`.
+outputs (`emu compile --output-type` / `--output-codes`: SCALE per channel along
+`quantizeAxis` or per tensor, SHIFT for powers of two), and the environment variables
+`HB_DNN_LOG_LEVEL`, `HB_DNN_ENABLE_DSP`, `HB_DNN_SIM_PLATFORM`.
 
 Error codes: the values of the J5 OE's `hb_dnn_status.h` (`HB_DNN_TASK_NUM_EXCEED_LIMIT` =
 -6000009 as `shared/calibration/j5_bpu.md` quotes it); `HB_DNN_WRONG_THREAD` and
@@ -172,11 +172,14 @@ def log_level() -> int:
     return int(value) if value in ("0", "3", "4", "5") else HB_DNN_LOG_WARNING
 
 
-def _api(refused: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _api(refused: Any, name: str | None = None
+         ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A C-named function (`status.c_function`) that, as the board's library does, logs a
-    failed call's error on stderr when the log level lets errors through (3 or 4)."""
+    failed call's error on stderr, under its C `name` (default: the function's), when the
+    log level lets errors through (3 or 4)."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         guarded = status.c_function(refused)(fn)
+        c_name = name or fn.__name__
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -184,7 +187,7 @@ def _api(refused: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             rc = result[0] if isinstance(result, tuple) else result
             if isinstance(rc, int) and rc < 0 and log_level() in (HB_DNN_LOG_WARNING,
                                                                   HB_DNN_LOG_ERROR):
-                print(f"[hbDNN] [E] {fn.__name__}: {status.describe(rc)}", file=sys.stderr)
+                print(f"[hbDNN] [E] {c_name}: {status.describe(rc)}", file=sys.stderr)
             return result
 
         return call
@@ -569,18 +572,42 @@ def hbDNNGetOutputName(dnnHandle: Any, outputIndex: Any) -> tuple[int, str | Non
     return rc, None if tensor is None else tensor.name
 
 
-@_api((HB_DNN_WRONG_THREAD, None))
-def hbDNNGetInputTensorProperties(dnnHandle: Any, inputIndex: Any
-                                  ) -> tuple[int, hbDNNTensorProperties | None]:
-    rc, dnn, tensor = _tensor_at(dnnHandle, inputIndex, outputs=False)
+def hbDNNGetInputTensorProperties(*args: Any) -> Any:
+    """C's `hbDNNGetInputTensorProperties(&properties, dnnHandle, inputIndex)`: called
+    `(properties, dnnHandle, inputIndex)` it fills the caller's struct and returns the
+    status; called `(dnnHandle, inputIndex)` it returns (status, a new struct or None)."""
+    return (_fill_input if len(args) == 3 else _new_input)(*args)
+
+
+def hbDNNGetOutputTensorProperties(*args: Any) -> Any:
+    """As `hbDNNGetInputTensorProperties`, for output `outputIndex`."""
+    return (_fill_output if len(args) == 3 else _new_output)(*args)
+
+
+def _new_properties(dnnHandle: Any, index: Any, outputs: bool
+                    ) -> tuple[int, hbDNNTensorProperties | None]:
+    rc, dnn, tensor = _tensor_at(dnnHandle, index, outputs=outputs)
     return rc, None if tensor is None else _properties(dnn.model, tensor.name)
 
 
-@_api((HB_DNN_WRONG_THREAD, None))
-def hbDNNGetOutputTensorProperties(dnnHandle: Any, outputIndex: Any
-                                   ) -> tuple[int, hbDNNTensorProperties | None]:
-    rc, dnn, tensor = _tensor_at(dnnHandle, outputIndex, outputs=True)
-    return rc, None if tensor is None else _properties(dnn.model, tensor.name)
+def _fill_properties(properties: Any, dnnHandle: Any, index: Any, outputs: bool) -> int:
+    if not isinstance(properties, hbDNNTensorProperties):
+        return HB_DNN_INVALID_ARGUMENT
+    rc, found = _new_properties(dnnHandle, index, outputs)
+    if found is not None:
+        for name, value in vars(found).items():
+            setattr(properties, name, value)
+    return rc
+
+
+_new_input = _api((HB_DNN_WRONG_THREAD, None), "hbDNNGetInputTensorProperties")(
+    functools.partial(_new_properties, outputs=False))
+_new_output = _api((HB_DNN_WRONG_THREAD, None), "hbDNNGetOutputTensorProperties")(
+    functools.partial(_new_properties, outputs=True))
+_fill_input = _api(HB_DNN_WRONG_THREAD, "hbDNNGetInputTensorProperties")(
+    functools.partial(_fill_properties, outputs=False))
+_fill_output = _api(HB_DNN_WRONG_THREAD, "hbDNNGetOutputTensorProperties")(
+    functools.partial(_fill_properties, outputs=True))
 
 
 def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:

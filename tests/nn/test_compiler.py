@@ -396,6 +396,12 @@ def test_compile_text_html_and_infer(files, tmp_path, capsys):
     (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--calib-method", "kl",
       "--calib-percentile", "99"], "--calib-percentile 99: only with --calib-method percentile"),
     (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--set", "bpu.cores=0"], "bpu.cores"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--output-type", "int32"],
+     "--output-type int32: expected NAME=TYPE"),
+    (["compile", "{f}/mnv2.onnx", "{f}/seg.onnx", "-o", "{t}/o.hbm", "--output-type",
+      "nonesuch=int32"], "--output-type nonesuch=int32: no model has an output nonesuch"),
+    (["compile", "{f}/mnv2.onnx", "-o", "{t}/o.hbm", "--output-type", "output=int4"],
+     "--output-type output=int4: expected one of float, quantized, int32"),
     (["infer", "{t}/junk.onnx", "--input", "{t}/x.npy"], "not an emu model file"),
     (["infer", "{t}/trunc.hbm", "--input", "{t}/x.npy"], "trunc.hbm"),
     (["infer", "{t}/good.hbm", "--input", "{t}/junk.onnx"], "--input"),
@@ -485,3 +491,13 @@ def test_the_readme_bpu_example_runs_and_its_numbers_hold(tmp_path):
 def test_compiling_twice_gives_the_same_bytes(mobilenet):
     again = _compile(zoo.build("mobilenetv2", (32, 32)), "mobilenetv2")
     assert compiler.dumps([again]) == compiler.dumps([mobilenet])
+
+
+def test_an_output_type_applies_to_the_model_that_has_the_output(files, tmp_path):
+    out = tmp_path / "both.hbm"
+    assert main(["compile", str(files / "mnv2.onnx"), str(files / "seg.onnx"), "-o", str(out),
+                 "--calib-random", "2", "--output-type", "logits=int32"]) == 0
+    mnv2, seg = compiler.load_file(out)
+    assert mnv2.code_outputs() == ["logits"] and seg.code_outputs() == []
+    assert mnv2.options["output_types"] == [["logits", "int32"]]
+    assert seg.options["output_types"] == []

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+import onnx
 import pytest
 
 from emu import sleep_ms
-from emu.nn import compiler, execute, zoo
+from emu.errors import InputError
+from emu.nn import compiler, execute, placement, zoo
 from emu.runtime import hbdnn as dnn
 from emu.runtime import hbsys, session
 from emu.runtime.hbdsp import (
@@ -471,3 +473,95 @@ def test_every_name_of_the_boards_headers_exists():
     assert dnn.hbDNNDataType.HB_DNN_TENSOR_TYPE_S32 == dnn.HB_DNN_TENSOR_TYPE_S32 == 14
     assert dnn.hbDNNTensorLayout(2) is dnn.hbDNNTensorLayout.HB_DNN_LAYOUT_NCHW
     assert hbsys.hbSysMemFlushFlag.HB_SYS_MEM_CACHE_CLEAN == hbsys.HB_SYS_MEM_CACHE_CLEAN
+
+
+def test_an_output_asked_as_int32_is_its_gemms_accumulators_scaled_per_class(sess, tmp_path):
+    onnx_model = zoo.build("mobilenetv2", (32, 32), classes=10)
+    out = onnx_model.graph.output[0].name
+    model = compiler.compile_model(onnx_model, "m", compiler.CompileOptions(
+        calib_random=2, output_types=((out, "int32"),)), SOC)
+    assert "dequantize" not in [s.kind for s in model.segments]
+    found = placement.accumulators(model.graph, model.segments, out)
+    assert isinstance(found, placement.Accumulators)
+    path = tmp_path / "m.hbm"
+    path.write_bytes(compiler.dumps([model]))
+    _, packed = dnn.hbDNNInitializeFromFiles([str(path)])
+    _, handle = dnn.hbDNNGetModelHandle(packed, "m")
+    props = dnn.hbDNNTensorProperties()
+    assert dnn.hbDNNGetOutputTensorProperties(props, handle, 0) == 0  # C's form: filled
+    assert props.tensorType == dnn.HB_DNN_TENSOR_TYPE_S32 and props.quantiType == dnn.SCALE
+    assert props.quantizeAxis == 1 and props.scale.scaleLen == 10
+    x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    inputs, outputs = _tensors(handle, False), _tensors(handle, True)
+    inputs[0].sysMem[0].virAddr[:x.nbytes] = x.view(np.uint8).reshape(-1)
+    rc, task = _infer(handle, inputs, outputs)
+    assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
+    got = outputs[0].sysMem[0].virAddr[:40].view(np.int32).reshape(1, 10)
+    # slow reference: the int8 input codes times the int8 weights, summed, plus the bias
+    source = found.source
+    ex = execute.Execution(model.quant, {model.graph.inputs[0]: x})
+    for k in range(len(model.quant.segments)):
+        ex.run_segment(k)
+    codes = ex.codes[source.inputs[0]].astype(np.int64).reshape(-1)
+    layer = model.quant.layers[source.name]
+    weight = layer.weight.reshape(10, -1).astype(np.int64)
+    want = [sum(int(codes[k]) * int(weight[m, k]) for k in range(codes.size))
+            + int(layer.bias[m]) for m in range(10)]
+    assert got.reshape(-1).tolist() == want
+    floats = execute.run_float(model.graph, {model.graph.inputs[0]: x})[out]
+    scales = np.array(props.scale.scaleData, np.float64)
+    assert execute.cosine_similarity(got * scales, floats) > 0.99
+    assert dnn.hbDNNReleaseTask(task) == 0
+
+
+@pytest.mark.parametrize("types, message", [
+    ((("logits", "int4"),), "expected one of float, quantized, int32"),
+    ((("logits", "float"), ("logits", "int32")), "given twice"),
+    ((("nonesuch", "int32"),), "the model has no output nonesuch"),
+])
+def test_output_types_are_checked(types, message):
+    model = zoo.build("mobilenetv2", (32, 32), classes=10)
+    model.graph.output[0].name = "logits"
+    for node in model.graph.node:
+        node.output[:] = ["logits" if o == model.graph.node[-1].output[0] else o
+                          for o in node.output]
+    with pytest.raises(InputError, match=message):
+        compiler.compile_model(model, "m", compiler.CompileOptions(
+            calib_random=2, output_types=types), SOC)
+
+
+def test_int32_is_refused_where_no_conv_writes_the_output_and_quantized_off_the_bpu():
+    model = segmented(middle=("Softmax",))
+    out = model.graph.output[0].name
+    with pytest.raises(InputError, match=r"int32 accumulators: .* written by Sigmoid") as info:
+        compiler.compile_model(_with_sigmoid(model), "s", compiler.CompileOptions(
+            calib_random=2, output_types=((out, "int32"),)), SOC)
+    assert "\n" not in str(info.value)
+    soft = zoo.build("mobilenetv2", (32, 32), classes=10)
+    node = onnx.helper.make_node("Softmax", [soft.graph.output[0].name], ["p"], axis=1)
+    soft.graph.node.append(node)
+    soft.graph.output[0].name = "p"
+    with pytest.raises(InputError, match="p is not written by the BPU"):
+        compiler.compile_model(soft, "s", compiler.CompileOptions(
+            calib_random=2, output_types=(("p", "quantized"),)), SOC)
+
+
+def _with_sigmoid(model):
+    out = model.graph.output[0].name
+    for node in model.graph.node:
+        node.output[:] = [out + "_pre" if o == out else o for o in node.output]
+    model.graph.node.append(onnx.helper.make_node("Sigmoid", [out + "_pre"], [out]))
+    return model
+
+
+def test_handing_outputs_over_as_codes_spares_the_cpus_dequantize():
+    model = zoo.build("yolov8n", (128, 128))
+    names = [o.name for o in model.graph.output]
+    plain = compiler.compile_model(model, "y", compiler.CompileOptions(calib_random=2), SOC)
+    codes = compiler.compile_model(model, "y", compiler.CompileOptions(
+        calib_random=2, output_types=tuple((n, "quantized") for n in names[:3])), SOC)
+    cpu = {k: sum(layer.time_ps for layer in m.estimate(SOC).layers if layer.where == "cpu")
+           for k, m in (("plain", plain), ("codes", codes))}
+    (kept,) = [s for s in codes.segments if s.kind == "dequantize"]
+    assert set(kept.outputs) == set(names[3:])
+    assert 0 < cpu["codes"] < cpu["plain"]

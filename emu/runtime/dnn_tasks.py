@@ -54,7 +54,7 @@ from emu.nn.execute import Execution, float_node
 from emu.nn.graph import Node
 from emu.runtime import session
 from emu.runtime.hbsys import mem_of
-from emu.soc.sched import ANY_CORE, PRIORITY_LOWEST
+from emu.soc.sched import ANY_CORE, PRIORITY_LOWEST, CoreSlot, Stage, StageBody, Task
 from emu.vdsp.ops import nn as dsp_nn
 from emu.vdsp.ops.tensor_args import MODE_NONE, MODE_SCALE, TYPE_F32, TYPE_S8, pack
 
@@ -404,30 +404,80 @@ def _dsp_dims(shape: tuple[int, ...], axis: int = 0) -> tuple[tuple[int, ...], i
     return (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])), 1
 
 
-def run_bpu(sess: session.Session, task: hbDNNTask, model: CompiledModel,
-            model_plan: ModelPlan, number: int, index: int, link: Callable[[Any], None],
-            prefix: Sequence[LayerGroup] = ()) -> Generator[simpy.Event, Any, None]:
-    """A BPU subgraph as one task on the BPU queue; its figures into the task's report.
-    `prefix`: layer groups that run first, in the first function call (the resizer's)."""
-    soc = sess.soc
-    start = soc.env.now
-    label = f"{task.name} m{number} bpu{index}"
+def _bpu_task(sess: session.Session, task: hbDNNTask, model: CompiledModel,
+              model_plan: ModelPlan, number: int, index: int,
+              prefix: Sequence[LayerGroup] = ()) -> Task:
+    """BPU subgraph `index` of a task's model as a task for the BPU queue: its function
+    calls as the compiler cut them, `prefix` (the resizer's layer groups) in the first."""
     layers = [*prefix, *model_plan.subgraphs[index]]
     spans = model.function_calls.get(index)
     if prefix and spans is not None:
         k = len(prefix)
         spans = [(0, spans[0][1] + k), *((a + k, b + k) for a, b in spans[1:])]
-    bpu_task = soc.bpu.model_task(
-        label, layers, spans=spans,
+    return sess.soc.bpu.model_task(
+        f"{task.name} m{number} bpu{index}", layers, spans=spans,
         resident_weights=model_plan.resident, core=task.core, priority=task.priority,
         custom_id=task.custom_id)
+
+
+BpuPart = tuple["CompiledModel", ModelPlan, int, int, Sequence[LayerGroup]]
+
+
+def run_bpu(sess: session.Session, task: hbDNNTask, parts: Sequence[BpuPart],
+                  link: Callable[[Any], None]) -> Generator[simpy.Event, Any, None]:
+    """BPU subgraphs of a task's models as one task on the BPU queue, each part (model,
+    plan, model number, segment index, prefix: the resizer's layer groups, run in the
+    first function call) its function calls as the compiler cut them. Several parts run
+    back to back, as the board's runtime submits models chained with `more`: the core
+    starts the task once (`bpu.task_overhead_ps`) and the CPU hears of it once, at the
+    end. Each part's figures go into the task's report."""
+    soc = sess.soc
+    start = soc.env.now
+    spans: list[list[int]] = []
+    stages: list[Stage] = []
+    for model, model_plan, number, index, prefix in parts:
+        mark = [-1, -1]
+        spans.append(mark)
+        part = _bpu_task(sess, task, model, model_plan, number, index, prefix).stages
+        part[0] = Stage(part[0].name, _marked(part[0].body, mark, 0))
+        part[-1] = Stage(part[-1].name, _marked(part[-1].body, mark, 1))
+        stages += part
+    name = f"{task.name} bpu" if len(parts) > 1 else \
+        f"{task.name} m{parts[0][2]} bpu{parts[0][3]}"
+    bpu_task = Task(name, stages, priority=task.priority, custom_id=task.custom_id,
+                    core=task.core)
     link(bpu_task)
     task.bpu_task = bpu_task
     yield soc.bpu.submit(bpu_task)
     task.bpu_task = None
     if bpu_task.started_ps < 0:  # released while it waited: it never ran
         return
-    task.segments.append({"model": number, "segment": index, "kind": "bpu",
-                          "name": f"bpu subgraph {index}", "start_ps": start,
-                          "end_ps": soc.env.now, "busy_ps": bpu_task.busy_ps,
-                          "pending_ps": bpu_task.pending_ps})
+    for k, ((_, _, number, index, _), (first, last)) in enumerate(
+            zip(parts, spans, strict=True)):
+        if first < 0:  # the task stopped (released or failed) before this model
+            break
+        # the first part holds the wait in the queue and the task's start on the core
+        began = start if k == 0 else first
+        ended = soc.env.now if last < 0 or k == len(parts) - 1 else last
+        pending = bpu_task.pending_ps if k == 0 else 0
+        task.segments.append({
+            "model": number, "segment": index, "kind": "bpu", "name": f"bpu subgraph {index}",
+            "start_ps": began, "end_ps": ended,
+            "busy_ps": bpu_task.busy_ps if len(parts) == 1 else ended - began - pending,
+            "pending_ps": pending})
+
+
+def _marked(body: int | StageBody, mark: list[int], which: int) -> StageBody:
+    """A stage body that notes when it starts (`which` 0) or ends (1) in `mark`."""
+    def run(slot: CoreSlot) -> Generator[simpy.Event, Any, Any]:
+        if which == 0 and mark[0] < 0:
+            mark[0] = slot.env.now
+        if isinstance(body, int):
+            rest = None
+            yield slot.env.timeout(body)
+        else:
+            rest = yield from body(slot)
+        if which == 1 and rest is None:
+            mark[1] = slot.env.now
+        return rest
+    return run

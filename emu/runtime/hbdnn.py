@@ -1130,9 +1130,10 @@ def _task_process(sess: session.Session, handle: hbDNNTask,
 def _run(sess: session.Session, handle: hbDNNTask, call: Any
          ) -> Generator[simpy.Event, Any, None]:
     """The task's models one after another, each segment by segment (`dnn_tasks`), then
-    each model's outputs into its output buffers."""
-    soc = sess.soc
-    env = soc.env
+    each model's outputs into its output buffers. Consecutive models of one BPU subgraph
+    each (input quantize and output dequantize aside) run as one BPU task, as the board's
+    runtime submits models chained with `more` (`dnn_tasks.run_bpu`): their input
+    segments first, then the BPU task, then their output segments."""
     linked = False
 
     def link(task: Task) -> None:
@@ -1142,37 +1143,101 @@ def _run(sess: session.Session, handle: hbDNNTask, call: Any
             linked = True
 
     plugins = dict(_PLUGINS.get(sess, {}))
+    groups: list[list[int]] = []
     for number, entry in enumerate(handle.entries):
-        model = entry.dnn.model
-        model_plan = entry.dnn.plan()
-        ex = _execution(handle, entry)
-        buffers = {**dict(zip(model.graph.inputs, entry.inputs, strict=False)),
-                   **dict(zip(model.graph.outputs, entry.outputs, strict=True))}
-        if any(source.pitch and source.pitch % dnn_tasks.NV12_WIDTH_ALIGN
-               for source in entry.sources):
-            done = env.event()
-            dnn_tasks.submit_host_job(sess, dnn_tasks.SegmentRun(
-                sess, handle, model, model_plan, number, -1, ex, buffers, plugins, done))
-            yield done
-        first_bpu = next(k for k, seg in enumerate(model.segments) if seg.kind == "bpu") \
-            if any(seg.kind == "bpu" for seg in model.segments) else -1
-        for index, segment in enumerate(model.segments):
-            if handle.cancelled or handle.error:
-                break
-            if segment.kind == "bpu":
+        if groups and _chainable(entry.dnn.model) and _chainable(
+                handle.entries[groups[-1][-1]].dnn.model):
+            groups[-1].append(number)
+        else:
+            groups.append([number])
+    for group in groups:
+        if handle.cancelled or handle.error:
+            break
+        runs = [_ModelRun(sess, handle, number, plugins) for number in group]
+        if len(runs) == 1:
+            yield from runs[0].all(link)
+            continue
+        for run in runs:
+            yield from run.segments(0, run.bpu_index)
+        if handle.cancelled or handle.error:
+            break
+        yield from dnn_tasks.run_bpu(sess, handle, [run.bpu_part() for run in runs],
+                                           link)
+        for run in runs:
+            if run.ex is not None and not handle.cancelled and not handle.error:
+                run.ex.run_segment(run.bpu_index)
+        for run in runs:
+            yield from run.segments(run.bpu_index + 1, len(run.model.segments))
+            run.finish()
+
+
+def _chainable(model: CompiledModel) -> bool:
+    """Whether a model's BPU work is one subgraph, the CPU doing only the input quantize
+    before and the output dequantize after it: what `more` can chain into one BPU task."""
+    return [s.kind for s in model.segments if s.kind not in ("quantize", "dequantize")] == \
+        ["bpu"]
+
+
+class _ModelRun:
+    """One model of a task as it runs: its inference, buffers and segments."""
+
+    def __init__(self, sess: session.Session, handle: hbDNNTask, number: int,
+                 plugins: dict[str, Callable[[], Any]]) -> None:
+        self.sess, self.handle, self.number, self.plugins = sess, handle, number, plugins
+        self.entry = entry = handle.entries[number]
+        self.model = entry.dnn.model
+        self.plan = entry.dnn.plan()
+        self.ex = _execution(handle, entry)
+        self.buffers = {**dict(zip(self.model.graph.inputs, entry.inputs, strict=False)),
+                        **dict(zip(self.model.graph.outputs, entry.outputs, strict=True))}
+        self.bpu_index = next((k for k, seg in enumerate(self.model.segments)
+                               if seg.kind == "bpu"), -1)
+        self.padded = False
+
+    def all(self, link: Callable[[Task], None]) -> Generator[simpy.Event, Any, None]:
+        """Every segment in order, then the outputs."""
+        yield from self.segments(0, len(self.model.segments), link)
+        self.finish()
+
+    def segments(self, begin: int, end: int, link: Callable[[Task], None] | None = None
+                 ) -> Generator[simpy.Event, Any, None]:
+        """Segments `begin` to `end` (a BPU one needs `link`); first of all, the runtime's
+        padding of unaligned NV12 inputs."""
+        if not self.padded:
+            self.padded = True
+            if any(source.pitch and source.pitch % dnn_tasks.NV12_WIDTH_ALIGN
+                   for source in self.entry.sources):
+                yield from self._host(-1)
+        for index in range(begin, end):
+            if self.handle.cancelled or self.handle.error:
+                return
+            if self.model.segments[index].kind == "bpu":
+                assert link is not None
                 # hbDNNRoiInfer: the resizer's jobs run in the model's first function call
-                prefix = [] if index != first_bpu else _resize_jobs(model, entry)
-                yield from dnn_tasks.run_bpu(sess, handle, model, model_plan, number, index,
-                                             link, prefix)
-                if ex is not None:
-                    ex.run_segment(index)
+                yield from dnn_tasks.run_bpu(self.sess, self.handle,
+                                                   [self._part(index)], link)
+                if self.ex is not None:
+                    self.ex.run_segment(index)
                 continue
-            done = env.event()
-            dnn_tasks.submit_host_job(sess, dnn_tasks.SegmentRun(
-                sess, handle, model, model_plan, number, index, ex, buffers, plugins, done))
-            yield done
-        if ex is not None and not handle.cancelled and not handle.error:
-            _write_outputs(entry, ex)
+            yield from self._host(index)
+
+    def _host(self, index: int) -> Generator[simpy.Event, Any, None]:
+        done = self.sess.soc.env.event()
+        dnn_tasks.submit_host_job(self.sess, dnn_tasks.SegmentRun(
+            self.sess, self.handle, self.model, self.plan, self.number, index, self.ex,
+            self.buffers, self.plugins, done))
+        yield done
+
+    def _part(self, index: int) -> dnn_tasks.BpuPart:
+        prefix = _resize_jobs(self.model, self.entry) if index == self.bpu_index else []
+        return (self.model, self.plan, self.number, index, prefix)
+
+    def bpu_part(self) -> dnn_tasks.BpuPart:
+        return self._part(self.bpu_index)
+
+    def finish(self) -> None:
+        if self.ex is not None and not self.handle.cancelled and not self.handle.error:
+            _write_outputs(self.entry, self.ex)
 
 
 def _execution(handle: hbDNNTask, entry: _Entry) -> Execution | None:

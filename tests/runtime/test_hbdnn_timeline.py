@@ -331,22 +331,27 @@ def test_at_most_32_tasks_exist_and_releasing_a_finished_one_lets_one_in(rig: An
         "small"))), 0]
 
 
-def test_more_chains_three_models_back_to_back_in_one_task_slot(rig: Any) -> None:
-    r = rig()
+@pytest.mark.parametrize("overhead_us", [0, 50])
+def test_more_chains_three_models_into_one_bpu_task(rig: Any, overhead_us: int) -> None:
+    r = rig(f"bpu.task_overhead_ps={overhead_us} us")
     names = ["small", "long", "small2"]
     task = r.infer(names[0], more=1)
     assert r.infer(names[1], task, more=1) is task
     assert r.infer(names[2], task) is task
     assert dnn.hbDNNWaitTaskDone(task, 0) == 0
-    models = [s["model"] for s in task.segments]
-    assert models == sorted(models) and set(models) == {0, 1, 2}
-    assert [s["model"] for s in task.segments if s["kind"] == "bpu"] == [0, 1, 2]
+    kinds = [(s["kind"], s["model"]) for s in task.segments]
+    # the three BPU subgraphs back to back, then each model's dequantize on the CPU
+    assert kinds[:3] == [("bpu", 0), ("bpu", 1), ("bpu", 2)]
+    assert {k for k, _ in kinds[3:]} <= {"dequantize", "layout", "cache"}
+    assert [m for _, m in kinds[3:]] == sorted(m for _, m in kinds[3:])
     for before, after in zip(task.segments, task.segments[1:], strict=False):
         assert after["start_ps"] == before["end_ps"]  # one after the other, no gap
+    # one task on the BPU: the core starts it once, for the first model
     for k, name in enumerate(names):
-        assert bpu(task, k)["busy_ps"] == r.overhead + sum(r.fcs(name))
+        assert bpu(task, k)["busy_ps"] == (r.overhead if k == 0 else 0) + sum(r.fcs(name))
         assert bpu(task, k)["pending_ps"] == 0
         assert r.outputs_right(task, k)
+    assert r.overhead == overhead_us * 1_000_000
     # it held one task slot: 31 more fit, not 32
     ins, outs, _ = r.tensors("small")
     ctrl = dnn.hbDNNInferCtrlParam()

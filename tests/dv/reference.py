@@ -56,15 +56,14 @@ def ref_conv(x: np.ndarray, run: ConvRun) -> np.ndarray:
     ho = (top + uh + bottom - ((ky - 1) * dy + 1)) // step_y + 1
     wo = (left + uw + right - ((kx - 1) * dx + 1)) // step_x + 1
     assert run.weights is not None
-    oy = np.arange(ho)[:, None]
-    ox = np.arange(wo)[None, :]
+    oy, ox = np.mgrid[0:ho, 0:wo]
     acc = np.zeros((run.m, ho, wo), dtype=F32)
     with np.errstate(all="ignore"):
         for ci in range(1 if depthwise else c):
             for ty in range(ky):
                 for tx in range(kx):
-                    uy = oy * step_y + ty * dy - top + 0 * ox  # position in U (or X)
-                    ux = ox * step_x + tx * dx - left + 0 * oy
+                    uy = oy * step_y + ty * dy - top  # position in U (or X)
+                    ux = ox * step_x + tx * dx - left
                     inside = (uy >= 0) & (uy < uh) & (ux >= 0) & (ux < uw)
                     if deconv:
                         inside &= (uy % sy == 0) & (ux % sx == 0)

@@ -627,7 +627,11 @@ def _numbers(name: str, count: int) -> list[int] | None:
 def run_passes(configs: list[conv_config], mt_rand: random.Random, batch_min: int = 1,
                batch_max: int = 1) -> tuple[int, int, int]:
     """The second half of main: two passes, each shuffling the configurations and running
-    them one, then fifty, per command list; (n_ok, n_add_raw, n_err)."""
+    them one, then fifty, per command list; (n_ok, n_add_raw, n_err). The file descriptor
+    count test_conv compares is this run's: the first test_conv takes it afresh, as each
+    run of the C program does."""
+    global g_n_fd
+    g_n_fd = -1
     n_ok = n_err = n_add_raw = 0
     n_passes = 2
     pack_sizes = (1, 50)

@@ -35,6 +35,14 @@ Within a run the stages are, in order (the SDK's: convolution, then activation, 
    (conv_enable 3): m must equal C, weights are (C, 1, ky, kx) and channel k sums only its own
    input channel, over (ty, tx) in the same order. conv_enable 0: no convolution, pads, stride
    and bias are ignored, m must equal C and the stage passes X through. Dilation 0 means 1.
+   Deconvolution (conv_enable 5; 7 depthwise): the stride is an upsampling factor. X becomes
+   U, (C, (H - 1) * sy + 1, (W - 1) * sx + 1), with U[c, y * sy, x * sx] = X[c, y, x] and +0.0
+   between; then U is convolved as above with stride 1 (pads, dilation and the order of the
+   sum unchanged), so Ho = (top + (H - 1) * sy + 1 + bottom - ((ky - 1) * dy + 1)) + 1, the
+   kernel driver's size. The inserted zeros take part as products with +0.0, as padding does.
+   The weights are used as given: a transposed convolution's kernel must be rotated by 180
+   degrees by the caller (DMP's packer says so), and its pads are the kernel driver's, i.e.
+   (ky - 1) * dy - pad for a framework padding `pad` (DMP's test_conv: k_full - pad - 1).
    Why not float64: a float64 sum of FP16 products is exact only when all partial sums fit
    53 bits, but the products span 2^-48..2^32 (80 bits); so a fixed float32 order is the rule.
 2. Activation, from the FP16 value v (per channel k for PReLU), each result rounded once to
@@ -251,17 +259,31 @@ def _dil(d: tuple[int, int]) -> tuple[int, int]:
     return (max(1, d[0]), max(1, d[1]))
 
 
+DEPTHWISE = 2  # bits of conv_enable (1, 3, 5, 7): the kernel driver tests these two
+DECONV = 4
+
+
+def upsample_zeros(x: Tensor, stride: tuple[int, int]) -> Tensor:
+    """U of a deconvolution: X's values `stride` (sx, sy) apart, +0.0 between."""
+    c, h, w = x.shape
+    sx, sy = stride
+    u = np.zeros((c, (h - 1) * sy + 1, (w - 1) * sx + 1), dtype=x.dtype)
+    u[:, ::sy, ::sx] = x
+    return u
+
+
 def convolve(x: Tensor, run: ConvRun) -> Tensor:
-    """Stage 1 of a run: convolution (+ bias), or the pass-through when conv_enable is 0."""
+    """Stage 1 of a run: convolution or deconvolution (+ bias), or the pass-through when
+    conv_enable is 0."""
     c = x.shape[0]
     if run.conv_enable == 0:
         if run.m != c:
             raise InputError(f"a run without convolution keeps the channels: m={run.m}, C={c}")
         return x
-    if run.conv_enable not in (1, 3):
+    if run.conv_enable not in (1, 3, 5, 7):
         raise InputError(f"unsupported conv_enable {run.conv_enable}")
     kx, ky = run.kernel
-    depthwise = run.conv_enable == 3
+    depthwise = bool(run.conv_enable & DEPTHWISE)
     want = (run.m, 1 if depthwise else c, ky, kx)
     if depthwise and run.m != c:
         raise InputError(f"a depthwise run keeps the channels: m={run.m}, C={c}")
@@ -272,8 +294,11 @@ def convolve(x: Tensor, run: ConvRun) -> Tensor:
         raise InputError(f"conv bias must have shape ({run.m},), got {run.bias.shape}")
     if min(run.stride) < 1:
         raise InputError(f"conv stride must be positive, got {run.stride}")
+    stride = run.stride
+    if run.conv_enable & DECONV:
+        x, stride = upsample_zeros(x, stride), (1, 1)
     w32 = run.weights.astype(F32)
-    taps, ho, wo = _windows(x.astype(F32), run.pads, run.kernel, run.stride,
+    taps, ho, wo = _windows(x.astype(F32), run.pads, run.kernel, stride,
                             _dil(run.dilation), 0.0, "conv")
     acc = np.zeros((run.m, ho, wo), dtype=F32)
     with _quiet():

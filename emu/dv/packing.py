@@ -8,7 +8,8 @@ Convolution (`pack_conv_weights`)
 ---------------------------------
 Weights are given as FP16 bits (uint16) in NCHW order, shape (n_kernels, n_channels, ky, kx),
 or, with a 256-entry FP16 `quant_map`, as uint8 indices into it. For a depthwise run
-(`conv_enable` 3) pack with ``n_channels = 1`` and ``n_kernels`` = the channel count. The
+(`conv_enable` 3 or 7) pack with ``n_channels = 1`` and ``n_kernels`` = the channel count;
+for a deconvolution (5 or 7) the kernel rotated by 180 degrees, as DMP's packer says. The
 kernel must be 1..7 in both directions. Let ``p = max(kx, ky) | 1`` (the odd size 1, 3, 5 or
 7 the device works with) and ``e`` = 1 byte per weight when quantised, else 2.
 
@@ -33,13 +34,13 @@ kernel must be 1..7 in both directions. Let ``p = max(kx, ky) | 1`` (the odd siz
 
 Dilated convolution (`pack_dil_weights`)
 ----------------------------------------
-A run whose dilation exceeds 1 in either direction (a normal, not depthwise, convolution)
-reads its weights in the layout of DMP's `weights_dil.c`: the device computes it as one
-1 x 1 convolution per kernel tap. After the quant table (when quantised), for each tap
-(y, x) in raster order, the tap's weights w[:, :, y, x] packed as a 1 x 1 convolution
-above (without a quant table of its own), zero-padded to 16 bytes. Only the last tap
-carries the biases (and PReLU slopes); the other taps hold zeros there, which the device
-adds, so it reads the last tap's.
+A run whose dilation exceeds 1 in either direction (a normal convolution or deconvolution,
+`conv_enable` 1 or 5, not a depthwise one) reads its weights in the layout of DMP's
+`weights_dil.c`: the device computes it as one 1 x 1 convolution per kernel tap. After the
+quant table (when quantised), for each tap (y, x) in raster order, the tap's weights
+w[:, :, y, x] packed as a 1 x 1 convolution above (without a quant table of its own),
+zero-padded to 16 bytes. Only the last tap carries the biases (and PReLU slopes); the other
+taps hold zeros there, which the device adds, so it reads the last tap's.
 
 Fully connected (`pack_fc_weights`)
 -----------------------------------

@@ -5,13 +5,17 @@ command is one matrix-vector product in the fully connected block. Per run:
 
 - compute: the multiply-accumulates after the device's channel blocking (input and output
   channels padded to `dv.channel_block`; a depthwise run reduces over one channel) times
-  the kernel taps, plus one operation per pooled input of the pooling window, over
-  `dv.conv_macs` x `dv.conv_freq_hz` x `dv.efficiency_conv`; an FC command's
-  input x output over `dv.fc_macs` x `dv.fc_freq_hz` x `dv.efficiency_fc`;
+  the kernel taps for every output of the convolution (a deconvolution convolves its
+  zero-inserted input, so it does every tap of every output, zeros included), plus one
+  operation per pooled input of the pooling window, over `dv.conv_macs` x `dv.conv_freq_hz`
+  x `dv.efficiency_conv`; an FC command's input x output over `dv.fc_macs` x
+  `dv.fc_freq_hz` x `dv.efficiency_fc`;
 - DDR: the command's input is read once (by the first run), each run reads its packed
   weights, a run whose output goes to external memory (`topo` bit 1) writes it; a run whose
   input and output do not fit in the unified buffer (`dv.ub_bytes`) together is tiled and
-  streams both through DDR. Tensors count in the device's FP16 layout (`emu/dv/layout.py`);
+  streams both through DDR (a deconvolution's input counts unexpanded: DMP's kernel driver
+  sizes the unified buffer's input tiles from it). Tensors count in the device's FP16
+  layout (`emu/dv/layout.py`);
 - time: the run's fixed cost (`dv.run_overhead_cycles` at its block's clock), then compute and
   DDR side by side at the device's port (`dv.ddr_port_bytes_per_s`), through the shared DDR.
 
@@ -42,7 +46,7 @@ class RunShape:
     out_w: int
     kernel: tuple[int, int] = (1, 1)  # (kx, ky); (1, 1) without convolution
     conv: bool = True
-    depthwise: bool = False
+    depthwise: bool = False  # conv_enable 3 or 7
     pool_window: tuple[int, int] = (1, 1)  # (px, py) of max/average pooling; (1, 1): none
     weight_bytes: int = 0
     reads_input: bool = False  # the command's input comes from DDR in this run

@@ -466,7 +466,9 @@ class dmp_dv_cmdraw_conv_v0_run(CStruct):
     """One run of a convolution command; the packed fields hold a value per byte (see the
     seed): conv_pad / pool_pad = left | right << 8 | top << 16 | bottom << 24; p, pool_size
     = width | height << 8; conv_stride, pool_stride, conv_dilation = x | y << 8;
-    pool_avg_param, actfunc_param = FP16 bits."""
+    pool_avg_param, actfunc_param = FP16 bits. conv_enable: 0 none, 1 convolution, 3
+    depthwise, 5 deconvolution (the stride upsamples; the pads are the kernel driver's,
+    full kernel - 1 - the framework's), 7 depthwise deconvolution."""
 
     SIZE = 56
 
@@ -751,7 +753,7 @@ def dmp_dv_pack_conv_weights(n_channels: Any, kx: Any, ky: Any, n_kernels: Any,
     for the device (`emu/dv/packing.py`), in the argument order of DMP's current driver;
     returns (status, bytes needed): `packed_weights_size` is C's in/out parameter. With
     `packed_weights_size` 0 it only answers the size. For a depthwise run pass
-    `n_channels` 1."""
+    `n_channels` 1; for a deconvolution the kernels rotated by 180 degrees."""
     return _pack_conv(False, "dmp_dv_pack_conv_weights", n_channels, kx, ky, n_kernels,
                       quant_map, weights, bias, prelu, packed_weights, packed_weights_size)
 

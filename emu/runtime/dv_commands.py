@@ -128,7 +128,7 @@ class Command:
             pool = f["pool_size"] if f["pool_enable"] in (1, 2) else (1, 1)
             out.append(timing.run_cost(timing.RunShape(
                 c, h, w, m, oh, ow, kernel=f["kernel"], conv=f["conv_enable"] != 0,
-                depthwise=f["conv_enable"] == 3, pool_window=pool,
+                depthwise=bool(f["conv_enable"] & compute.DEPTHWISE), pool_window=pool,
                 weight_bytes=run.weights.nbytes if run.weights is not None else 0,
                 reads_input=k == 0, to_external=run.to_external,
                 input_element_bytes=1 if self.u8_input else 2),
@@ -143,7 +143,11 @@ class Command:
             _execute_conv(self)
 
 
-def _conv_out(size: int, pad: int, k: int, stride: int, dilation: int) -> int:
+def _conv_out(size: int, pad: int, k: int, stride: int, dilation: int, deconv: bool) -> int:
+    """The kernel driver's output size; a deconvolution convolves its zero-inserted input,
+    (size - 1) * stride + 1 wide, with stride 1."""
+    if deconv:
+        size, stride = (size - 1) * stride + 1, 1
     return (size + pad - dilation * (k - 1) - 1) // stride + 1
 
 
@@ -270,7 +274,7 @@ def _decode_run(run: Any, index: int, current: tuple[int, int, int], to_external
         return None
     c, h, w = current
     conv = f["conv_enable"]
-    if conv not in (0, 1, 3) or f["pool_enable"] not in (0, 1, 2, 4) \
+    if conv not in (0, 1, 3, 5, 7) or f["pool_enable"] not in (0, 1, 2, 4) \
             or f["actfunc"] > 6 or f["weight_fmt"] not in (0, 1, 3):
         return f"{what}: conv_enable, pool_enable, actfunc or weight_fmt is not a valid value"
     kx, ky = _byte(f["p"], 0), _byte(f["p"], 1) or _byte(f["p"], 0)
@@ -284,10 +288,13 @@ def _decode_run(run: Any, index: int, current: tuple[int, int, int], to_external
     if conv:
         if not 1 <= kx <= cfg.max_kernel or not 1 <= ky <= cfg.max_kernel:
             return f"{what}: kernel {kx}x{ky} outside 1..{cfg.max_kernel}"
-        if conv == 3 and m != c:
+        if conv & compute.DEPTHWISE and m != c:
             return f"{what}: a depthwise run keeps its {c} channels, m = {m}"
-        oh = _conv_out(h, pads[2] + pads[3], ky, sy, dy)
-        ow = _conv_out(w, pads[0] + pads[1], kx, sx, dx)
+        deconv = bool(conv & compute.DECONV)
+        if deconv and (dx, dy) != (1, 1) and (sx, sy) != (1, 1):
+            return f"{what}: a dilated deconvolution has stride 1, got {sx}x{sy}"
+        oh = _conv_out(h, pads[2] + pads[3], ky, sy, dy, deconv)
+        ow = _conv_out(w, pads[0] + pads[1], kx, sx, dx, deconv)
     else:
         if m != c:
             return f"{what}: without convolution the run keeps its {c} channels, m = {m}"
@@ -308,7 +315,7 @@ def _decode_run(run: Any, index: int, current: tuple[int, int, int], to_external
         p = place(getattr(run, "weight_buf", None), resolve, f"{what}.weight_buf")
         if isinstance(p, str):
             return p
-        depthwise = conv == 3
+        depthwise = bool(conv & compute.DEPTHWISE)
         size = packing.dil_weights_size if _dilated(f) else packing.conv_weights_size
         p.nbytes = size(1 if depthwise else c, kx, ky, m, f["weight_fmt"] == 3,
                         f["actfunc"] == 4)
@@ -318,10 +325,12 @@ def _decode_run(run: Any, index: int, current: tuple[int, int, int], to_external
 
 def dilated_layout(conv_enable: int, conv_dilation: int) -> bool:
     """Whether a run of these two command fields reads its weights in the dilated
-    packer's layout (`emu/dv/packing.py`): a normal convolution (conv_enable 1) whose
-    dilation (a byte per axis, 0 meaning 1) exceeds 1 in either direction."""
-    return conv_enable == 1 and ((_byte(conv_dilation, 0) or 1), (_byte(conv_dilation, 1) or 1)) \
-        != (1, 1)
+    packer's layout (`emu/dv/packing.py`): a normal convolution or deconvolution
+    (conv_enable 1 or 5; DMP's test_conv packs a dilated deconvolution with
+    `dmp_dv_pack_dil_weights`) whose dilation (a byte per axis, 0 meaning 1) exceeds 1 in
+    either direction."""
+    dilation = ((_byte(conv_dilation, 0) or 1), (_byte(conv_dilation, 1) or 1))
+    return conv_enable in (1, 5) and dilation != (1, 1)
 
 
 def _dilated(fields: dict[str, Any]) -> bool:
@@ -374,7 +383,7 @@ def _execute_conv(command: Command) -> None:
         f = run.fields
         weights = bias = prelu = None
         if run.weights is not None:
-            channels = 1 if f["conv_enable"] == 3 else run.in_shape[0]
+            channels = 1 if f["conv_enable"] & compute.DEPTHWISE else run.in_shape[0]
             kx, ky = f["kernel"]
             unpack = packing.unpack_dil_weights if _dilated(f) else packing.unpack_conv_weights
             weights, bias, prelu = unpack(run.weights.bytes(), channels, kx, ky,

@@ -1,4 +1,7 @@
-"""Slow, literal references of `emu.dv.compute`: one output element at a time, scalars only.
+"""Slow, literal references of `emu.dv.compute`: one output element at a time, scalars only,
+except the convolution, which goes one kernel tap at a time over all outputs (still each
+element's own sum in the specification's order) so that DMP's test_conv configurations (up
+to 65 x 65 channels of 7 x 7 taps) can be checked with it (`tests/runtime/test_port_dv_conv.py`).
 
 They follow the rules in the docstring of `emu.dv.compute` word for word and share no code
 with it (only the `ConvRun` record, which is plain data).
@@ -34,6 +37,10 @@ def mul32(a: float, b: float) -> np.float32:
 
 
 def ref_conv(x: np.ndarray, run: ConvRun) -> np.ndarray:
+    """Stage 1, one kernel tap at a time for all outputs at once: every output element's sum
+    is still formed term by term in the specification's order (c, then ty, then tx), each
+    term read from X by the index arithmetic of the definition (a deconvolution's U position
+    u holds X[u / s] when s divides u, else +0.0)."""
     c, h, w = x.shape
     if run.conv_enable == 0:
         return x.copy()
@@ -41,27 +48,39 @@ def ref_conv(x: np.ndarray, run: ConvRun) -> np.ndarray:
     sx, sy = run.stride
     dx, dy = max(1, run.dilation[0]), max(1, run.dilation[1])
     left, right, top, bottom = run.pads
-    ho = (top + h + bottom - ((ky - 1) * dy + 1)) // sy + 1
-    wo = (left + w + right - ((kx - 1) * dx + 1)) // sx + 1
+    depthwise = run.conv_enable in (3, 7)
+    deconv = run.conv_enable in (5, 7)
+    # U's size (the input itself unless deconvolving) and the step of the output over U
+    uh, uw = ((h - 1) * sy + 1, (w - 1) * sx + 1) if deconv else (h, w)
+    step_y, step_x = (1, 1) if deconv else (sy, sx)
+    ho = (top + uh + bottom - ((ky - 1) * dy + 1)) // step_y + 1
+    wo = (left + uw + right - ((kx - 1) * dx + 1)) // step_x + 1
     assert run.weights is not None
-    out = np.zeros((run.m, ho, wo), dtype=F16)
-    for k in range(run.m):
-        channels = [k] if run.conv_enable == 3 else list(range(c))
-        for oy in range(ho):
-            for ox in range(wo):
-                acc = F32(0.0)
-                for ci in channels:
-                    for ty in range(ky):
-                        for tx in range(kx):
-                            iy = oy * sy + ty * dy - top
-                            ix = ox * sx + tx * dx - left
-                            v = float(x[ci, iy, ix]) if 0 <= iy < h and 0 <= ix < w else 0.0
-                            wt = run.weights[k, 0 if run.conv_enable == 3 else ci, ty, tx]
-                            acc = add32(acc, mul32(float(wt), v))
-                if run.bias is not None:
-                    acc = add32(acc, F32(run.bias[k]))
-                out[k, oy, ox] = f16(acc)
-    return out
+    oy, ox = np.mgrid[0:ho, 0:wo]
+    acc = np.zeros((run.m, ho, wo), dtype=F32)
+    with np.errstate(all="ignore"):
+        for ci in range(1 if depthwise else c):
+            for ty in range(ky):
+                for tx in range(kx):
+                    uy = oy * step_y + ty * dy - top  # position in U (or X)
+                    ux = ox * step_x + tx * dx - left
+                    inside = (uy >= 0) & (uy < uh) & (ux >= 0) & (ux < uw)
+                    if deconv:
+                        inside &= (uy % sy == 0) & (ux % sx == 0)
+                        iy, ix = uy // sy, ux // sx
+                    else:
+                        iy, ix = uy, ux
+                    iy, ix = np.where(inside, iy, 0), np.where(inside, ix, 0)
+                    if depthwise:  # output channel k reads input channel k
+                        v = np.where(inside[None], x[:, iy, ix].astype(F32), F32(0.0))
+                        wt = run.weights[:, 0, ty, tx].astype(F32)
+                    else:
+                        v = np.where(inside, x[ci, iy, ix].astype(F32), F32(0.0))[None]
+                        wt = run.weights[:, ci, ty, tx].astype(F32)
+                    acc = (acc + wt[:, None, None] * v).astype(F32)
+        if run.bias is not None:
+            acc = (acc + run.bias.astype(F32)[:, None, None]).astype(F32)
+        return acc.astype(F16)
 
 
 def ref_sigmoid(v: float) -> float:

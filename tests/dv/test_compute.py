@@ -26,7 +26,7 @@ def rand16(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0)
 
 def conv_run(rng: np.random.Generator, c: int, m: int, kx: int, ky: int, **kw: object
              ) -> ConvRun:
-    depthwise = kw.get("conv_enable") == 3
+    depthwise = kw.get("conv_enable") in (3, 7)
     weights = rand16(rng, (m, 1 if depthwise else c, ky, kx), 0.5)
     return ConvRun(m=m, kernel=(kx, ky), weights=weights, bias=rand16(rng, (m,)),
                    **kw)  # type: ignore[arg-type]
@@ -91,6 +91,78 @@ def test_depthwise(stride: tuple[int, int]) -> None:
     rng = np.random.default_rng(6)
     x = rand16(rng, (9, 6, 5))
     check(x, [conv_run(rng, 9, 9, 3, 3, conv_enable=3, pads=(1, 1, 1, 1), stride=stride)])
+
+
+DECONVS = [((3, 3), (2, 2), (1, 1, 1, 1), (1, 1)), ((2, 2), (2, 2), (1, 1, 1, 1), (1, 1)),
+           ((4, 3), (2, 1), (3, 0, 2, 1), (1, 1)), ((1, 1), (3, 2), (0, 0, 0, 0), (1, 1)),
+           ((5, 5), (1, 1), (0, 4, 2, 2), (1, 1)), ((3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
+           ((7, 1), (2, 3), (6, 6, 0, 0), (1, 1)), ((3, 5), (1, 1), (4, 4, 8, 8), (2, 3))]
+
+
+@pytest.mark.parametrize(("kernel", "stride", "pads", "dilation"), DECONVS)
+@pytest.mark.parametrize("conv_enable", [5, 7])
+def test_deconvolution(kernel: tuple[int, int], stride: tuple[int, int],
+                       pads: tuple[int, int, int, int], dilation: tuple[int, int],
+                       conv_enable: int) -> None:
+    rng = np.random.default_rng(17)
+    channels = 9 if conv_enable == 7 else 3
+    x = rand16(rng, (channels, 4, 5))
+    out = check(x, [conv_run(rng, channels, 9, *kernel, conv_enable=conv_enable, pads=pads,
+                             stride=stride, dilation=dilation)])
+    kx, ky = kernel
+    left, right, top, bottom = pads
+    want_h = top + 3 * stride[1] + 1 + bottom - (ky - 1) * dilation[1]
+    assert out[0].shape == (9, want_h, left + 4 * stride[0] + 1 + right - (kx - 1) * dilation[0])
+
+
+def _transposed_conv64(x: np.ndarray, w: np.ndarray, bias: np.ndarray, stride: int, pad: int
+                       ) -> np.ndarray:
+    """A framework's transposed convolution in float64, by scattering: input (c, iy, ix)
+    adds x * w[c, k, ty, tx] to output (k, iy * s + ty - pad, ix * s + tx - pad); w is
+    (C, M, ky, kx) as Caffe's Deconvolution keeps it."""
+    c, h, wd = x.shape
+    _, m, ky, kx = w.shape
+    full = np.zeros((m, (h - 1) * stride + ky, (wd - 1) * stride + kx))
+    for ci, iy, ix in np.ndindex(c, h, wd):
+        full[:, iy * stride:iy * stride + ky, ix * stride:ix * stride + kx] += (
+            float(x[ci, iy, ix]) * w[ci].astype(np.float64))
+    out = full[:, pad:full.shape[1] - pad, pad:full.shape[2] - pad]
+    return out + bias.astype(np.float64)[:, None, None]
+
+
+@pytest.mark.parametrize(("k", "stride", "pad"), [(3, 2, 1), (4, 2, 1), (2, 2, 0), (5, 1, 2),
+                                                  (3, 3, 0), (1, 2, 0)])
+def test_deconvolution_is_the_transposed_convolution(k: int, stride: int, pad: int) -> None:
+    """With the kernel rotated by 180 degrees and the pads k - 1 - pad, as DMP's test_conv
+    gives them, conv_enable 5 is a framework's transposed convolution (integers: exact)."""
+    rng = np.random.default_rng(18)
+    x = rng.integers(-3, 4, (3, 4, 5)).astype(F16)
+    w = rng.integers(-3, 4, (3, 2, k, k)).astype(F16)  # (C, M, ky, kx)
+    bias = rng.integers(-3, 4, 2).astype(F16)
+    device_w = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    q = k - 1 - pad
+    (got,) = check(x, [ConvRun(m=2, conv_enable=5, kernel=(k, k), pads=(q, q, q, q),
+                               stride=(stride, stride), weights=device_w, bias=bias)])
+    np.testing.assert_array_equal(got.astype(np.float64),
+                                  _transposed_conv64(x, w, bias, stride, pad))
+
+
+def test_deconvolution_special_values() -> None:
+    rng = np.random.default_rng(19)
+    x = rand16(rng, (2, 3, 3))
+    x[0, 1, 1] = np.nan
+    x[1, 0, 2] = np.inf
+    w = rand16(rng, (2, 2, 3, 3))
+    check(x, [ConvRun(m=2, conv_enable=5, kernel=(3, 3), pads=(1, 1, 1, 1), stride=(2, 2),
+                      weights=w)])
+    # an inf weight meets the inserted zeros, as padding: NaN wherever the tap covers one
+    w = np.zeros((1, 1, 2, 2), dtype=F16)
+    w[0, 0, 0, 0] = np.inf
+    out = check(np.ones((1, 2, 2), F16), [ConvRun(m=1, conv_enable=5, kernel=(2, 2),
+                                                  stride=(2, 2), weights=w)])
+    assert np.isnan(out[0][0, 1::2, :]).all() and np.isposinf(out[0][0, 0, 0])
+    one = rand16(rng, (4, 1, 1))  # a 1 x 1 input: no zeros are inserted
+    check(one, [conv_run(rng, 4, 4, 3, 3, conv_enable=7, pads=(2, 2, 2, 2), stride=(2, 2))])
 
 
 @pytest.mark.parametrize("actfunc", range(7))
@@ -248,21 +320,23 @@ def test_fc_special_values() -> None:
        kx=st.integers(1, 4), ky=st.integers(1, 4), pad=st.tuples(*[st.integers(0, 2)] * 4),
        stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
        dil=st.tuples(st.integers(1, 2), st.integers(1, 2)), depthwise=st.booleans(),
+       deconv=st.booleans(),
        actfunc=st.integers(0, 6), rect=st.booleans(), pool=st.sampled_from([0, 1, 2, 4]),
        lrn=st.booleans(), seed=st.integers(0, 2**31))
 def test_property(c: int, m: int, h: int, w: int, kx: int, ky: int,
                   pad: tuple[int, int, int, int], stride: tuple[int, int],
-                  dil: tuple[int, int], depthwise: bool, actfunc: int, rect: bool, pool: int,
-                  lrn: bool, seed: int) -> None:
+                  dil: tuple[int, int], depthwise: bool, deconv: bool, actfunc: int,
+                  rect: bool, pool: int, lrn: bool, seed: int) -> None:
     rng = np.random.default_rng(seed)
     if depthwise:
         m = c
     left, right, top, bottom = pad
-    if left + w + right < (kx - 1) * dil[0] + 1 or top + h + bottom < (ky - 1) * dil[1] + 1:
+    uh, uw = ((h - 1) * stride[1] + 1, (w - 1) * stride[0] + 1) if deconv else (h, w)
+    if left + uw + right < (kx - 1) * dil[0] + 1 or top + uh + bottom < (ky - 1) * dil[1] + 1:
         return
     x = rand16(rng, (c, h, w), 2.0)
-    run = conv_run(rng, c, m, kx, ky, conv_enable=3 if depthwise else 1, pads=pad,
-                   stride=stride, dilation=dil, actfunc=actfunc, actfunc_param=0.2,
+    run = conv_run(rng, c, m, kx, ky, conv_enable=(3 if depthwise else 1) + 4 * deconv,
+                   pads=pad, stride=stride, dilation=dil, actfunc=actfunc, actfunc_param=0.2,
                    rectify=rect, lrn=(lrn, True, 2), prelu=rand16(rng, (m,)),
                    pool_enable=pool, pool_size=(1, 1) if pool != 4 else (2, 2),
                    pool_avg_param=0.5)

@@ -67,3 +67,13 @@ def test_the_device_runs_commands_in_order_with_fixed_costs_and_ddr():
     soc.run()
     assert task.finished_ps == 3 * 6000
     assert soc.dv.stats()["runs"] == 3 and soc.dv.stats()["commands"] == 2
+
+
+def test_a_deconvolution_does_every_tap_of_every_output_and_reads_its_input_unexpanded():
+    # 2x upsampling of a 28 x 28 input with a 4 x 4 kernel: 56 x 56 outputs (pads 2)
+    deconv = timing.run_cost(RunShape(16, 28, 28, 16, 56, 56, kernel=(4, 4),
+                                      reads_input=True), CFG)
+    macs = 56 * 56 * 16 * 16 * 16
+    assert deconv.compute_ps == math.ceil(
+        macs * PS_PER_S / (CFG.conv_macs * CFG.conv_freq_hz * CFG.efficiency_conv))
+    assert deconv.ddr_bytes == timing.tensor_bytes(16, 28, 28) + timing.tensor_bytes(16, 56, 56)

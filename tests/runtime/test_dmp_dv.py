@@ -524,3 +524,28 @@ def test_quantised_conv_weights_through_the_api(ctx):
                                                 weights=table[index], bias=bias)])[0]
     assert np.array_equal(layout.from_device(view, 4, 6, 6).view(np.uint16),
                           want.view(np.uint16))
+
+
+def test_deconvolution_commands_size_their_output_and_refuse_what_the_driver_refuses(ctx):
+    x = _fp16((3, 5, 4))
+    weights, bias = _fp16((6, 3, 4, 4), 0.3), _fp16((6,), 0.1)
+    cmd, _, _, _ = _conv_command(ctx, x, weights, bias, kernel=4, pad=2, stride=2)
+    cmd.run[0].conv_enable = 5
+    oh, ow = 2 * 4 + 1 + 2 * 2 - 3, 2 * 3 + 1 + 2 * 2 - 3  # the zero-inserted input, stride 1
+    out, view = _mem(ctx, size=layout.tensor_bytes(6, oh, ow))
+    cmd.output_buf = dv.dmp_dv_buf(out, 0)
+    want = compute.run_conv(x, [compute.ConvRun(
+        m=6, conv_enable=5, kernel=(4, 4), pads=(2, 2, 2, 2), stride=(2, 2), weights=weights,
+        bias=bias)])[0]
+    assert want.shape == (6, oh, ow)
+    got = _run_one(ctx, cmd, out, view, (6, oh, ow))
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    cl = dv.dmp_dv_cmdlist_create(ctx)
+    cmd.run[0].conv_dilation = 0x0202  # dilated deconvolutions have stride 1
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == dv.EINVAL
+    assert "stride 1" in dv.dmp_dv_get_last_error_message()
+    cmd.run[0].conv_dilation, cmd.run[0].conv_enable = 0, 7  # depthwise: m must be c
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == dv.EINVAL
+    cmd.run[0].conv_enable = 6
+    assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == dv.EINVAL
+    dv.dmp_dv_cmdlist_release(cl)

@@ -17,6 +17,8 @@ from emu.runtime.hbdnn import (
     HB_DNN_INITIALIZE_RESIZE_CTRL_PARAM,
     HB_DNN_LAYOUT_NCHW,
     HB_DNN_LAYOUT_NHWC,
+    HB_DNN_PRIORITY_HIGHEST,
+    HB_DNN_PRIORITY_LOWEST,
     hbDNNReleaseTask,
     hbDNNResize,
     hbDNNResizeCtrlParam,
@@ -173,3 +175,42 @@ def test_the_tensor_tutorial_port_lays_out_each_image_as_its_shapes_say(seed, mo
         f"Tensor data type:{kind}, Tensor layout: {layout}, "
         f"shape:{'x'.join(map(str, valid))}, aligned shape:{'x'.join(map(str, aligned))}"
         for kind, layout, valid, aligned in seen]
+
+
+# Each worker's frames: photos on which int8 keeps its model's top five classes (the
+# seeded, untrained weights give close scores).
+_WORKER_FRAMES = {"resnet18_nv12": ("chelsea.png", "retina.jpg"),
+                  "mobilenetv2_nv12": ("motorcycle_left.png", "ihc.png")}
+
+
+def _run_threads(multi_thread_cls, model_file, names):
+    """The threaded program with one worker per name in `names`: (model, its top fives,
+    latencies) per worker, and the program's elapsed simulated ms."""
+    workers = [(name, HB_DNN_PRIORITY_HIGHEST if k == 0 else HB_DNN_PRIORITY_LOWEST,
+                [photo(p) for p in _WORKER_FRAMES[name]]) for k, name in enumerate(names)]
+    with session.Session() as sess:
+        live = sess.soc.pool.live_buffers
+        args, elapsed_ms = multi_thread_cls.run_workers(model_file, workers, 5)
+        assert sess.soc.pool.live_buffers == live  # every worker freed its memory
+    return [(name, arg.results, arg.latency_ms) for name, arg in zip(names, args, strict=True)], \
+        elapsed_ms
+
+
+def test_the_threaded_classifier_overlaps_its_workers_and_gives_the_float_top5(classifiers,
+                                                                               capsys):
+    multi_thread_cls = port("multi_thread_cls")
+    models = {model.name: model for _, model in classifiers}
+    model_file = ",".join(str(path) for path, _ in classifiers)
+    both = ["mobilenetv2_nv12", "resnet18_nv12"]
+    runs, elapsed_ms = _run_threads(multi_thread_cls, model_file, both)
+    for name, results, latencies in runs:
+        assert len(results) == len(latencies) == 2
+        for picture, top in zip(_WORKER_FRAMES[name], results, strict=True):
+            assert_float_top5(models[name], photo(picture), top)
+    assert "all workers done" in capsys.readouterr().out
+    # the two threads' inferences overlap in simulated time (J5's two BPU cores): together
+    # they take well under the sum of their times alone, and no less than the longer one
+    alone_ms = [_run_threads(multi_thread_cls, model_file, [name])[1] for name in both]
+    assert max(alone_ms) <= elapsed_ms < 0.8 * sum(alone_ms)
+    # the same program gives the same results and the same timeline
+    assert _run_threads(multi_thread_cls, model_file, both) == (runs, elapsed_ms)

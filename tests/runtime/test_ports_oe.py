@@ -35,6 +35,7 @@ from emu.runtime.hbsys import (
 
 from .port_kit import (
     PHOTOS,
+    SIZE,
     assert_float_top5,
     bilinear_corners,
     nv12_classifier,
@@ -60,8 +61,7 @@ def test_the_multi_model_batch_port_gives_both_float_models_top5(classifiers, ca
     with session.Session() as sess:
         live = sess.soc.pool.live_buffers
         top_a, top_b = multi_model_batch.run_multi_model_batch(
-            f"{path_a},{path_b}", ",".join(str(PHOTOS / p) for p in pictures), 5,
-            model_a.graph.tensors[model_a.graph.inputs[0]].shape[-1])
+            f"{path_a},{path_b}", ",".join(str(PHOTOS / p) for p in pictures), 5, SIZE)
         assert sess.soc.pool.live_buffers == live  # the four buffers freed
     assert_float_top5(model_a, photo(pictures[0]), top_a)
     assert_float_top5(model_b, photo(pictures[1]), top_b)

@@ -494,6 +494,10 @@ def test_an_output_asked_as_int32_is_its_gemms_accumulators_scaled_per_class(ses
     x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
     inputs, outputs = _tensors(handle, False), _tensors(handle, True)
     inputs[0].sysMem[0].virAddr[:x.nbytes] = x.view(np.uint8).reshape(-1)
+    # an output described as float where the model hands over int32: refused, not raised
+    outputs[0].properties.tensorType = dnn.HB_DNN_TENSOR_TYPE_F32
+    assert _infer(handle, inputs, outputs) == (dnn.HB_DNN_INVALID_ARGUMENT, None)
+    outputs[0].properties.tensorType = dnn.HB_DNN_TENSOR_TYPE_S32
     rc, task = _infer(handle, inputs, outputs)
     assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
     got = outputs[0].sysMem[0].virAddr[:40].view(np.int32).reshape(1, 10)

@@ -556,16 +556,3 @@ def _with_sigmoid(model):
         node.output[:] = [out + "_pre" if o == out else o for o in node.output]
     model.graph.node.append(onnx.helper.make_node("Sigmoid", [out + "_pre"], [out]))
     return model
-
-
-def test_handing_outputs_over_as_codes_spares_the_cpus_dequantize():
-    model = zoo.build("yolov8n", (128, 128))
-    names = [o.name for o in model.graph.output]
-    plain = compiler.compile_model(model, "y", compiler.CompileOptions(calib_random=2), SOC)
-    codes = compiler.compile_model(model, "y", compiler.CompileOptions(
-        calib_random=2, output_types=tuple((n, "quantized") for n in names[:3])), SOC)
-    cpu = {k: sum(layer.time_ps for layer in m.estimate(SOC).layers if layer.where == "cpu")
-           for k, m in (("plain", plain), ("codes", codes))}
-    (kept,) = [s for s in codes.segments if s.kind == "dequantize"]
-    assert set(kept.outputs) == set(names[3:])
-    assert 0 < cpu["codes"] < cpu["plain"]

@@ -204,3 +204,16 @@ def test_the_yolov8_port_refuses_a_model_with_float_boxes_as_the_c_program_does(
         rc, found = yolo.detect(str(path), cv2.imread(str(PHOTOS / "chelsea.png")), 0.5, 0.7)
     assert (rc, found) == (-1, [])
     assert "QuantiType is not SCALE" in capsys.readouterr().out
+
+
+def test_handing_the_boxes_over_as_int32_spares_their_dequantize(detector):
+    """The RDK build leaves only the class outputs to the CPU's dequantize: its CPU work is
+    less than the all-float build's, by what the box outputs cost."""
+    rdk, plain = detector["rdk"][1], detector["all_float"][1]
+    soc = load_config("j5", None, []).soc
+    cpu = {name: sum(layer.time_ps for layer in model.estimate(soc).layers
+                     if layer.where == "cpu")
+           for name, model in (("rdk", rdk), ("plain", plain))}
+    (kept,) = [s for s in rdk.segments if s.kind == "dequantize"]
+    assert set(kept.outputs) == {f"cls_p{k}" for k in (3, 4, 5)}
+    assert 0 < cpu["rdk"] < cpu["plain"]

@@ -138,3 +138,26 @@ def test_memset_stream_records_one_entry_per_line_and_one_store_per_vector(
     assert ((flags & ck.FULL_LINE) != 0).tolist() == full
     assert stats[ops.STORE] == stores and stats[ops.BRANCH] == -(-stores // 4)
     assert stats[ck.MERGED] == max(0, stores - len(lines))
+
+
+@pytest.mark.parametrize("model", ["centerpoint", "pointpillars"])
+def test_a_frame_after_one_that_ran_out_of_pillars_starts_from_clear_tables(model):
+    """Frames run one after another on one preprocessor (as `emu pointcloud` runs a list of
+    frames): after a frame with more distinct cells than P, whose extra cells all went to
+    pillar P-1, each next frame still gives what the reference gives for it alone."""
+    params = SMALL[model]
+    rng = np.random.default_rng(5)
+    full = _cloud(params, rng, 3000)
+    assert preprocess(full, params)["pillars"] == params.max_pillars
+    # a frame whose cells the full frame overflowed into pillar P-1, then one point
+    after = [full[1500:1600], full[2900:2901]]
+    session.start("j5")
+    pre = Preprocessor(params)
+    for impl in IMPLS:
+        for points in (full, *after):
+            pre.load(points)
+            got = pre.run(impl)
+            want = preprocess(points, params)
+            assert np.array_equal(got.coords, want["coords"]), impl
+            assert np.array_equal(got.features, want["features"]), impl
+            assert got.pillars == want["pillars"], impl

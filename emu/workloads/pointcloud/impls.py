@@ -160,9 +160,14 @@ class Preprocessor:
     def _reset_tables(self, lut_order: tuple[int, int]) -> None:
         """Per frame: put back what the last frame wrote into the cell table, the points per
         pillar and the coords (only its used pillars' entries: the rest are clear), and note
-        the index order this frame's table will use."""
+        the index order this frame's table will use. A frame that used all P pillars may
+        have sent any number of further cells to pillar P-1, whose coords keep only the
+        last of them: the table is then set back whole (a memset of it)."""
         p = self.p
-        self.stream.reset(4 * self.used + 16)
+        table = self.lut.size_bytes if self.used >= p.max_pillars else 0
+        self.stream.reset(4 * self.used + 16 + (self._lines(table) if table else 0))
+        if table:
+            self._memset(self.lut, 0, table, 0xFF)  # every entry -1
         ck.reset_used(self.used, *self.lut_order, self.lut.data.view(np.int32),
                       self.counts.data.view(np.int32),
                       self.coords.data.view(np.int32).reshape(p.max_pillars, 4),

@@ -12,8 +12,10 @@ the gather window) raises `DspError`, which fails the task.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
+
+import simpy
 
 from emu.errors import DspError
 from emu.mem.ddr import Ddr
@@ -21,7 +23,7 @@ from emu.mem.pool import CmaPool
 from emu.soc.clock import Clock
 from emu.soc.component import Component
 from emu.soc.config import VdspConfig
-from emu.soc.sched import CoreGroup
+from emu.soc.sched import CoreGroup, CoreSlot
 from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
 from emu.vdsp import isa, timing
@@ -76,6 +78,18 @@ class VdspCore(Component):
         self.count("vector_memory_ops", int(c[isa.C_LOAD] + c[isa.C_STORE] + c[isa.C_GATHER_A]
                                             + c[isa.C_SCATTER]))
         return cycles
+
+    def setup(self, slot: CoreSlot, cycles: int, label: str, kernel_cycles: int = 0
+              ) -> Generator[simpy.Event, Any, None]:
+        """An operator's set-up before its tiles stream (tables its scalar code writes into
+        TCM): `cycles` of its own, counted here with the kernels' cycles (and as
+        `setup_cycles`), after `kernel_cycles` of kernels it ran through `compute`, which
+        counted those; takes their time on the core's track."""
+        self.count("kernel_cycles", cycles)
+        self.count("setup_cycles", cycles)
+        start = slot.env.now
+        yield slot.env.timeout(self.clock.cycles_to_ps(cycles + kernel_cycles))
+        slot.track.slice(label, start, slot.env.now, cycles=cycles + kernel_cycles)
 
 
 class VdspCores(CoreGroup):

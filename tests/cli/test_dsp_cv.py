@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -46,13 +47,35 @@ def test_reports_are_byte_identical_run_to_run(capsys):
     assert runs[0] == runs[1]
 
 
-def test_all_reports_every_operator(capsys):
+# Golden timings of every CV operator on the standard image (`emu dsp cv --all`): any change
+# of a DSP timing formula, the RPC path or the iDMA model shows as a failing test and a diff
+# of this file. After a change that moves them on purpose, regenerate it with
+#     python -m pytest tests/cli/test_dsp_cv.py -k every_operator --regen-golden
+# and say in the commit what moved and why.
+GOLDEN = Path(__file__).parent / "golden" / "dsp_cv_timing.json"
+TIMED = ("total_ms", "rpc_ms", "compute_ms", "idma_in_ms", "idma_out_ms", "kernel_cycles",
+         "bundles", "gather_cycles", "kernel_calls", "idma_in_bytes", "idma_out_bytes",
+         "idma_descriptors")
+
+
+def test_all_reports_every_operator_at_its_golden_timing(capsys, request):
     code, out, err = _run(capsys, "dsp", "cv", "--all", "--json")
     assert code == 0, err
     doc = json.loads(out)
     assert [r["op"] for r in doc["operators"]] == [op.name for op in cv.cv_operators()]
     for report in doc["operators"]:
         assert report["kernel_cycles"] > 0 and report["idma_in_bytes"] > 0, report["op"]
+    got = {r["op"]: {key: r[key] for key in TIMED} for r in doc["operators"]}
+    if request.config.getoption("--regen-golden"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    want = json.loads(GOLDEN.read_text())
+    moved = [f"{op} {key}: {want.get(op, {}).get(key)} -> {value}"
+             for op, figures in got.items() for key, value in figures.items()
+             if want.get(op, {}).get(key) != value]
+    assert not moved, "DSP timing moved (regenerate with --regen-golden if meant):\n" + \
+        "\n".join(moved)
+    assert got == want
     code, out, _ = _run(capsys, "dsp", "cv", "--all")
     assert code == 0 and all(op.name in out for op in cv.cv_operators())
 

@@ -154,9 +154,9 @@ def _bilateral(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
                                  float(color_coeff))
             at = table.offset + 4 * (entries - EXACT_TAIL)
             core.tcm.data[at: at + 4 * EXACT_TAIL] = tail.view(np.uint8)
-            setup = built.total + timing.table_fill_cycles(EXACT_TAIL + len(offsets), 1,
-                                                           core.cfg)
-            yield slot.env.timeout(core.clock.cycles_to_ps(setup))
+            yield from core.setup(slot, timing.table_fill_cycles(EXACT_TAIL + len(offsets), 1,
+                                                                 core.cfg),
+                                  f"{run.what} colour weights", kernel_cycles=built.total)
 
             def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
                 tap_offsets = np.array([dy * tile.in_pitch + dx * channels

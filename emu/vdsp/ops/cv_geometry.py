@@ -359,7 +359,7 @@ def _resize_run(core: VdspCore, slot: CoreSlot, run: cv.CvRun,
             if linear:
                 tcm[at + 2 * padded: at + 4 * padded] = alpha0.view(np.uint8)
                 tcm[at + 4 * padded: at + 6 * padded] = alpha1.view(np.uint8)
-            yield slot.env.timeout(core.clock.cycles_to_ps(setup))
+            yield from core.setup(slot, setup, f"{run.what} column table")
 
             def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
                 o, s = tile.out, tile.src
@@ -417,7 +417,7 @@ def _box_run(core: VdspCore, slot: CoreSlot, run: cv.CvRun, roi: tuple[int, int,
         table = core.tcm.alloc(0, 2 * padded, f"{run.what} column table")
         try:
             core.tcm.data[table.offset: table.offset + 2 * padded] = offsets.view(np.uint8)
-            yield slot.env.timeout(core.clock.cycles_to_ps(setup))
+            yield from core.setup(slot, setup, f"{run.what} column table")
 
             def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
                 o, s = tile.out, tile.src

@@ -430,7 +430,7 @@ def _run(kind: int) -> Callable[..., Generator[simpy.Event, Any, StageBody | Non
                 tcm[iota_at: iota_at + iota.nbytes] = iota.view(np.uint8)
                 setup = (timing.table_fill_cycles(wp, tables.shape[0], core.cfg)
                          + timing.table_fill_cycles(16, 1, core.cfg) + scan)
-                yield slot.env.timeout(core.clock.cycles_to_ps(setup))
+                yield from core.setup(slot, setup, f"{run.what} tables")
                 budget = min(core.tcm.free_bytes(b) for b in range(core.cfg.tcm.banks))
                 if core.cfg.tcm.banks == 1:
                     budget //= 2

@@ -141,7 +141,7 @@ def _quantization(dequantize: bool) -> Callable[..., Generator[simpy.Event, Any,
                 zp_at = table.offset + 4 * len(scale)
                 tcm[zp_at: zp_at + 4 * len(zero)] = zero.view(np.uint8)
                 setup = timing.table_fill_cycles(len(scale), 2, core.cfg)
-                yield slot.env.timeout(core.clock.cycles_to_ps(setup))
+                yield from core.setup(slot, setup, f"{what} parameters")
                 tile = _elementwise_tile(core, args, in_size + out_size, what)
 
                 def kernel(src: int, dst: int, work: tuple[int, int]) -> timing.KernelCycles:

@@ -80,6 +80,28 @@ def test_all_reports_every_operator_at_its_golden_timing(capsys, request):
     assert code == 0 and all(op.name in out for op in cv.cv_operators())
 
 
+NN_GOLDEN = Path(__file__).parent / "golden" / "dsp_nn_timing.json"
+
+
+def test_the_nn_operators_and_a_ping_take_their_golden_timing(capsys, request):
+    """`emu dsp OP --json` at its defaults (64 x 1000 int8, one call), as the CV operators
+    above: the RPC, the iDMA and the compute of each, pinned."""
+    got = {}
+    for op in ("softmax", "quantize", "dequantize", "ping"):
+        code, out, err = _run(capsys, "dsp", op, "--json")
+        assert code == 0, err
+        doc = json.loads(out)
+        got[op] = {"latency_ms": [r["latency_ms"] for r in doc["rpcs"]],
+                   "rpc_overhead_ms": doc["rpc_overhead_ms"], "calls_ms": doc["calls_ms"],
+                   "total_ms": doc["total_ms"],
+                   "cores": [{k: v for k, v in core.items() if k != "tcm_high_water_bytes"}
+                             for core in doc["cores"]]}
+    if request.config.getoption("--regen-golden"):
+        NN_GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    assert got == json.loads(NN_GOLDEN.read_text()), \
+        "DSP timing moved (regenerate with --regen-golden if meant)"
+
+
 def test_help_lists_the_operators_and_each_operators_options(capsys):
     code, out, _ = _run(capsys, "dsp", "cv", "--help")
     assert code == 0 and all(op.name in out for op in cv.cv_operators())

@@ -1,6 +1,7 @@
 """`emu dv run` and `emu.workloads.dv_net`: ONNX networks on the DV700 through dmp_dv."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -37,7 +38,14 @@ def _cli(capsys, *argv):
     return code, captured.out, captured.err
 
 
-def test_mobilenetv1_runs_on_the_device_close_to_float_and_deterministically(capsys):
+# Golden DV700 timings: every command's device time of MobileNetV1 at 64 x 64 and the run's
+# totals; any change of a DV700 timing formula shows as a failing test and a diff of this
+# file. Regenerate after a change meant to move them:
+#     python -m pytest tests/workloads/test_dv_net.py -k mobilenetv1 --regen-golden
+GOLDEN = Path(__file__).parent / "golden" / "dv_mobilenetv1_timing.json"
+
+
+def test_mobilenetv1_runs_on_the_device_close_to_float_and_deterministically(capsys, request):
     runs = []
     for _ in range(2):
         code, out, err = _cli(capsys, "mobilenetv1", "--input-size", "64,64", "--json")
@@ -57,6 +65,17 @@ def test_mobilenetv1_runs_on_the_device_close_to_float_and_deterministically(cap
     total = sum(c["device_us"] for c in commands)
     assert total == pytest.approx(doc["device_us"])
     assert total <= doc["exec_time_us"] <= doc["wall_time_us"]
+    timing = {"commands_us": {c["name"]: c["device_us"] for c in commands},
+              **{key: doc[key] for key in ("device_us", "exec_time_us", "wall_time_us")}}
+    if request.config.getoption("--regen-golden"):
+        GOLDEN.write_text(json.dumps(timing, indent=1, sort_keys=True) + "\n")
+    want = json.loads(GOLDEN.read_text())
+    moved = [f"{name}: {want['commands_us'].get(name)} -> {us} us"
+             for name, us in timing["commands_us"].items()
+             if want["commands_us"].get(name) != us]
+    assert not moved, "DV700 timing moved (regenerate with --regen-golden if meant):\n" + \
+        "\n".join(moved)
+    assert timing == want
     out = doc["output"]
     assert out["shape"] == [1, 1000] and len(out["top5"]) == 5
     assert out["check"]["cosine"] > 0.99

@@ -496,8 +496,10 @@ def _config_show(args: argparse.Namespace) -> int:
     from emu.soc.config import format_value
 
     resolved = _resolve(args)
-    if args.json:
-        _emit_json(resolved.to_dict())
+    if args.json:  # the blocks, then where each value comes from, as the table says
+        _emit_json({**resolved.to_dict(), "provenance": {
+            info.key: {"source": source, "description": info.desc}
+            for info, _, source in resolved.leaves()}})
         return EXIT_OK
     rows = [(info.key, format_value(info, value), source, info.desc)
             for info, value, source in resolved.leaves()]

@@ -24,6 +24,26 @@ def test_config_show_json_satisfies_the_contract(capsys):
     assert cfg["vdsp"]["tcm"]["banks"] == 2 and cfg["vdsp"]["tcm"]["bank_bytes"] == 131072
 
 
+def test_config_show_json_says_where_every_value_comes_from(capsys):
+    code, out, _ = _run(capsys, "config", "show", "--json", "--set", "vdsp.freq_hz=800MHz")
+    assert code == 0
+    cfg = json.loads(out)
+    provenance = cfg.pop("provenance")
+
+    def leaves(tree, prefix=""):
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                yield from leaves(value, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}"
+
+    assert set(provenance) == set(leaves(cfg))  # every value, and nothing else
+    assert provenance["vdsp.freq_hz"]["source"].startswith("override: --set")
+    assert provenance["vdsp.tcm.banks"]["source"].startswith("documented: seed 001")
+    assert all(p["source"].split(":")[0] in ("documented", "calibrated", "override")
+               and p["description"] for p in provenance.values())
+
+
 def test_config_show_applies_set(capsys):
     code, out, _ = _run(capsys, "config", "show", "--json", "--set", "vdsp.cores=3")
     assert code == 0 and json.loads(out)["vdsp"]["cores"] == 3

@@ -1149,12 +1149,12 @@ class _Builder:
         (`QuantModel.wide_outputs`)."""
         weight = self.q.layers[node.name].weight
         x, out = node.inputs[0], node.outputs[0]
-        if node.op == "FC":  # the 1 x 1 convolution of (N, K, 1, 1)
+        flat = node.op == "FC"  # the 1 x 1 convolution of (N, K, 1, 1)
+        if flat:
             weight = weight[:, :, None, None]
-        conv = self.conv(node, weight, geometry(node, weight.shape[2:], (1, 1) if node.op == "FC"
-                                                else self.graph.tensors[x].shape[2:]),
+        in_hw = (1, 1) if flat else self.graph.tensors[x].shape[2:]
+        conv = self.conv(node, weight, geometry(node, weight.shape[2:], in_hw),
                          int(node.attrs.get("group", 1)), out, "none")
-        flat = node.op == "FC"
 
         def wide_step(codes: Codes) -> None:
             value = codes[x][:, :, None, None] if flat else codes[x]

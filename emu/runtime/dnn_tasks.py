@@ -424,7 +424,7 @@ BpuPart = tuple["CompiledModel", ModelPlan, int, int, Sequence[LayerGroup]]
 
 
 def run_bpu(sess: session.Session, task: hbDNNTask, parts: Sequence[BpuPart],
-                  link: Callable[[Any], None]) -> Generator[simpy.Event, Any, None]:
+            link: Callable[[Any], None]) -> Generator[simpy.Event, Any, None]:
     """BPU subgraphs of a task's models as one task on the BPU queue, each part (model,
     plan, model number, segment index, prefix: the resizer's layer groups, run in the
     first function call) its function calls as the compiler cut them. Several parts run

@@ -331,12 +331,20 @@ class hbDNNHandle:
         self.model = model
         self.tasks_alive = 0
         self._plan: dnn_tasks.ModelPlan | None = None
+        self._described: dict[str, hbDNNTensorProperties] = {}
 
     def plan(self) -> dnn_tasks.ModelPlan:
         """How the model runs on the session's hardware: worked out once per model."""
         if self._plan is None:
             self._plan = dnn_tasks.plan(self.model, self.packed.session)
         return self._plan
+
+    def described(self, name: str) -> hbDNNTensorProperties:
+        """Tensor `name` as hbDNN describes it (`_properties`), worked out once per tensor,
+        for the runtime to check tensors against (callers get their own copy)."""
+        if name not in self._described:
+            self._described[name] = _properties(self.model, name)
+        return self._described[name]
 
     def __repr__(self) -> str:
         return f"<hbDNNHandle {self.model.name!r}>"
@@ -704,9 +712,10 @@ class _Input(NamedTuple):
         return self.planes[0]
 
 
-def _tensor_buffers(tensors: Any, names: Sequence[str], model: CompiledModel,
+def _tensor_buffers(tensors: Any, names: Sequence[str], dnn: hbDNNHandle,
                     sess: session.Session) -> list[_Input] | int:
     """Where each tensor's data is (checked against the model's tensor), or an rc."""
+    model = dnn.model
     if not isinstance(tensors, list | tuple) or len(tensors) != len(names):
         return HB_DNN_INVALID_ARGUMENT
     found = []
@@ -714,7 +723,7 @@ def _tensor_buffers(tensors: Any, names: Sequence[str], model: CompiledModel,
         if not isinstance(tensor, hbDNNTensor) or not isinstance(tensor.sysMem, list | tuple) \
                 or not tensor.sysMem:
             return HB_DNN_INVALID_ARGUMENT
-        wanted = _properties(model, name)
+        wanted = dnn.described(name)
         props = tensor.properties
         if not isinstance(props, hbDNNTensorProperties):
             return HB_DNN_INVALID_ARGUMENT
@@ -841,10 +850,10 @@ def hbDNNInfer(output: Any, input: Any, dnnHandle: Any, inferCtrlParam: Any,
         model = dnn.model
         if model.options.get("input_source", "ddr") == "resizer":
             return HB_DNN_API_USE_ERROR, None
-        ins = _tensor_buffers(input, model.graph.inputs, model, sess)
+        ins = _tensor_buffers(input, model.graph.inputs, dnn, sess)
         if isinstance(ins, int):
             return ins, None
-        found = _tensor_buffers(output, model.graph.outputs, model, sess)
+        found = _tensor_buffers(output, model.graph.outputs, dnn, sess)
         if isinstance(found, int):
             return found, None
         return _submit(sess, call, joined, ctrl, dnn,
@@ -1161,8 +1170,7 @@ def _run(sess: session.Session, handle: hbDNNTask, call: Any
             yield from run.segments(0, run.bpu_index)
         if handle.cancelled or handle.error:
             break
-        yield from dnn_tasks.run_bpu(sess, handle, [run.bpu_part() for run in runs],
-                                           link)
+        yield from dnn_tasks.run_bpu(sess, handle, [run.bpu_part() for run in runs], link)
         for run in runs:
             if run.ex is not None and not handle.cancelled and not handle.error:
                 run.ex.run_segment(run.bpu_index)
@@ -1214,8 +1222,8 @@ class _ModelRun:
             if self.model.segments[index].kind == "bpu":
                 assert link is not None
                 # hbDNNRoiInfer: the resizer's jobs run in the model's first function call
-                yield from dnn_tasks.run_bpu(self.sess, self.handle,
-                                                   [self._part(index)], link)
+                yield from dnn_tasks.run_bpu(self.sess, self.handle, [self._part(index)],
+                                             link)
                 if self.ex is not None:
                     self.ex.run_segment(index)
                 continue

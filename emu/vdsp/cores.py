@@ -81,12 +81,13 @@ class VdspCore(Component):
 
     def setup(self, slot: CoreSlot, cycles: int, label: str, kernel_cycles: int = 0
               ) -> Generator[simpy.Event, Any, None]:
-        """An operator's set-up before its tiles stream (tables its scalar code writes into
-        TCM): `cycles` of its own, counted here with the kernels' cycles (and as
-        `setup_cycles`), after `kernel_cycles` of kernels it ran through `compute`, which
-        counted those; takes their time on the core's track."""
-        self.count("kernel_cycles", cycles)
-        self.count("setup_cycles", cycles)
+        """An operator's work outside its tile stream (tables its scalar code writes into
+        TCM, a kernel run alone): `cycles` of its own, counted here with the kernels'
+        cycles (and as `setup_cycles`), after `kernel_cycles` of kernels it ran through
+        `compute`, which counted those; takes their time on the core's track."""
+        if cycles:
+            self.count("kernel_cycles", cycles)
+            self.count("setup_cycles", cycles)
         start = slot.env.now
         yield slot.env.timeout(self.clock.cycles_to_ps(cycles + kernel_cycles))
         slot.track.slice(label, start, slot.env.now, cycles=cycles + kernel_cycles)

@@ -69,14 +69,6 @@ def _equalize_output(inputs: Sequence[Image], values: cv.Values) -> cv.OutputSpe
     return src.width, src.height, 1, TYPE_U8, 1
 
 
-def _alone(core: VdspCore, slot: CoreSlot, label: str, cycles: timing.KernelCycles
-           ) -> Generator[simpy.Event, Any, None]:
-    """The time of a kernel run outside a tile stream, on the core's track."""
-    start = slot.env.now
-    yield slot.env.timeout(core.clock.cycles_to_ps(cycles.total))
-    slot.track.slice(label, start, slot.env.now, cycles=cycles.total)
-
-
 # --- integral ----------------------------------------------------------------------------------
 
 
@@ -155,13 +147,13 @@ def _equalize(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
                 plans.append(cv.image_plan(core, run, count, stores=lambda tile: []))
                 plans.append(cv.image_plan(core, run, apply))
             histogram, table = plans
-            yield from _alone(core, slot, f"{run.what} clear", core.compute(
-                cv_stats_kernels.clear, at["hist"], cv_stats_kernels.HIST_BYTES))
+            yield from core.setup(slot, 0, f"{run.what} clear", kernel_cycles=core.compute(
+                cv_stats_kernels.clear, at["hist"], cv_stats_kernels.HIST_BYTES).total)
             stopped = yield from stream(core, slot, histogram, f"{run.what} histogram")
             if stopped is not None:
                 return first
-            yield from _alone(core, slot, f"{run.what} table", core.compute(
-                cv_stats_kernels.equalize_lut, at["hist"], at["cdf"], at["lut"], total))
+            yield from core.setup(slot, 0, f"{run.what} table", kernel_cycles=core.compute(
+                cv_stats_kernels.equalize_lut, at["hist"], at["cdf"], at["lut"], total).total)
             return (yield from stream(core, slot, table, run.what, first=first))
         finally:
             core.tcm.free(tables)

@@ -36,6 +36,7 @@ EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 SEEDS = (0, 2**32 - 1)
 SYNTHETIC_FRAMES = (1, 1000)  # the frames are generated up front: 6 MB each by default
 POINTS_PER_FRAME = (1, 1_000_000)  # the models keep at most 300,000 (CenterPoint)
+POINT_COLUMNS = (1, 64)  # float32 values per point of a --input file
 DSP_RPCS = (1, 1000)
 DSP_PRIORITY = (0, 255)
 DSP_MAX_AXES = 4
@@ -148,11 +149,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="implementation (repeatable; default: all three)")
     source = pc.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", metavar="FILE.bin",
-                        help="raw float32 point files (5 values a point for CenterPoint, 4 "
-                             "for PointPillars)")
+                        help="raw little-endian float32 point files, read with the values "
+                             "per point of their format: *.pcd.bin 5 (nuScenes: x, y, z, "
+                             "intensity, ring), other *.bin 4 (KITTI: x, y, z, reflectance); "
+                             "the model takes the first 5 (centerpoint: x, y, z, intensity, "
+                             "t) or 4 (pointpillars); a file with fewer exits 2")
     source.add_argument("--synthetic", type=_whole(*SYNTHETIC_FRAMES), metavar="N_FRAMES",
                         help="generate N realistic frames (nuScenes-like or KITTI-like; "
                              f"{_span(SYNTHETIC_FRAMES)})")
+    pc.add_argument("--columns", type=_whole(*POINT_COLUMNS), metavar="N",
+                    help="values per point of every --input file, whatever the names say "
+                         f"({_span(POINT_COLUMNS)}), e.g. 5 for the board sample's nuScenes "
+                         "merged-sweep *.bin files")
     pc.add_argument("--points", type=_whole(*POINTS_PER_FRAME),
                     help=f"points per synthetic frame ({_span(POINTS_PER_FRAME)})")
     pc.add_argument("--seed", type=_whole(*SEEDS), default=0,
@@ -610,12 +618,17 @@ def _pointcloud(args: argparse.Namespace) -> int:
     params = MODELS[args.model]
     impls = list(dict.fromkeys(args.impl or ["cpu", "dsp1", "dsp2"]))
     if args.synthetic is not None:
+        if args.columns is not None:
+            raise InputError("--columns applies to --input files only")
         frames = runner.synthetic(params, args.synthetic, args.seed, args.points)
     else:
         if args.points is not None:
             raise InputError("--points applies to --synthetic frames only")
-        frames = runner.frames_from_files(args.input, params)
+        frames = runner.frames_from_files(args.input, params, args.columns)
     for frame in frames:
+        if frame.columns > params.dims:
+            print(f"emu: note: {frame.name}: {frame.columns} values a point, {args.model} "
+                  f"reads the first {params.dims}", file=sys.stderr)
         if frame.points_dropped:
             print(f"emu: warning: {frame.name}: only the first {params.max_input_points} points "
                   f"are processed, {frame.points_dropped} dropped", file=sys.stderr)
@@ -635,6 +648,11 @@ def _pointcloud(args: argparse.Namespace) -> int:
                 {"preset": args.preset, "model": args.model}))
     if trace is not None and trace_text is not None:  # after the dump: it may go inside it
         write_atomic(trace, trace_text)
+    for frame in report["frames"]:
+        if frame["points_dropped_max_pillars"]:
+            print(f"emu: warning: {frame['frame']}: {frame['cells']} cells, more than max "
+                  f"pillars {params.max_pillars}: the cells past it share the last pillar, "
+                  f"{frame['points_dropped_max_pillars']} points dropped", file=sys.stderr)
     prov = provenance(resolved, args.seed if args.synthetic is not None else None)
     report["provenance"] = prov
     if args.json:
@@ -654,11 +672,18 @@ def _pointcloud(args: argparse.Namespace) -> int:
                  [(impl, s["avg_ms"], s["max_ms"], s["min_ms"])
                   for impl, s in report["summary"].items()],
                  title=f"single-thread, single-frame latency over {len(frames)} frame(s)"))
-    first = report["frames"][0]
-    print(f"\nframe {first['frame']}: {first['points_read']} points read, "
-          f"{first['points_valid']} valid, {first['points_kept']} kept, "
-          f"{first['pillars']} pillars; outputs identical across {', '.join(impls)}; "
-          f"wall {report['wall_s']:.1f} s")
+    print()
+    print(render(["frame", "read", "valid", "kept", "pillars", "cells", "drop: input cap",
+                  "drop: pillar cap", "drop: pillar full"],
+                 [(f["frame"], f["points_read"], f["points_valid"], f["points_kept"],
+                   f["pillars"], f["cells"], f["points_dropped"],
+                   f["points_dropped_max_pillars"], f["points_dropped_max_points_per_pillar"])
+                  for f in report["frames"]],
+                 title=f"points per frame; dropped past the input cap of "
+                       f"{params.max_input_points} points, by the pillar cap of "
+                       f"{params.max_pillars} (the cells past it share the last pillar), in "
+                       f"pillars full at {params.max_points_per_pillar} points"))
+    print(f"\noutputs identical across {', '.join(impls)}; wall {report['wall_s']:.1f} s")
     return EXIT_OK
 
 

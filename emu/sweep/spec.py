@@ -84,6 +84,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("pointcloud", ("pointcloud",), (
         "model", "preset", "frames.*.frame", "frames.*.points_read", "frames.*.points_dropped",
         "frames.*.points_valid", "frames.*.points_kept", "frames.*.pillars",
+        "frames.*.columns", "frames.*.cells", "frames.*.points_dropped_max_pillars",
+        "frames.*.points_dropped_max_points_per_pillar",
         "frames.*.impls.*.total_ms", "frames.*.impls.*.stages.*", "summary.*.avg_ms",
         "summary.*.max_ms", "summary.*.min_ms", "wall_s", *_PROVENANCE)),
     Command("dsp", ("dsp",), (

@@ -5,7 +5,8 @@ Two halves:
 - **Files.** `load_bin` reads a raw little-endian float32 `.bin` (no header, `dims` values
   per point) exactly as the board does, keeping only the first `max_points` points and
   saying how many it dropped; a file whose size is not a whole number of points is refused
-  rather than silently truncated (spec §2). `write_bin` writes one atomically.
+  rather than silently truncated (spec §2). `file_columns` tells the values per point from
+  a file's name (its format, never the model's). `write_bin` writes one atomically.
 - **Synthetic frames.** A small ray caster scans a randomly drawn street scene with a
   spinning LiDAR model, so that the preprocessing sees what real frames look like: beam
   rings on the ground, dense vertical structures, shadows behind objects, dropouts, ten
@@ -73,6 +74,22 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------
 
 _FLOAT_BYTES = 4
+# Values per point by file name, longest suffix first: nuScenes' LIDAR_TOP files
+# (`*.pcd.bin`) hold x, y, z, intensity and the ring index; KITTI's velodyne files (`*.bin`)
+# hold x, y, z and reflectance. The name is all a raw float32 file says about its format.
+FILE_COLUMNS = ((".pcd.bin", 5, "nuScenes .pcd.bin"), (".bin", 4, "KITTI .bin"))
+
+
+def file_columns(path: str | os.PathLike[str]) -> tuple[int, str]:
+    """The values per point of a point file by its name, and the format that says so.
+    Raises `InputError` for a name no format claims."""
+    name = Path(path).name.lower()
+    for suffix, columns, what in FILE_COLUMNS:
+        if name.endswith(suffix):
+            return columns, what
+    known = ", ".join(f"{suffix} {columns}" for suffix, columns, _ in FILE_COLUMNS)
+    raise InputError(f"{path}: cannot tell the values per point from the name ({known}); "
+                     f"give --columns N")
 
 
 @dataclass(frozen=True, eq=False)
@@ -899,6 +916,7 @@ class GridOccupancy(NamedTuple):
     pillars: int  # non-empty cells, at most the model's max pillars
     kept: int  # points written into pillars, at most max points per pillar each
     cells: int  # non-empty cells, not capped: what the frame would need
+    kept_uncapped: int  # points kept if every cell had a pillar of its own (no max pillars)
 
 
 def grid_occupancy(points: np.ndarray, params: PillarParams) -> GridOccupancy:
@@ -909,7 +927,9 @@ def grid_occupancy(points: np.ndarray, params: PillarParams) -> GridOccupancy:
     the grid; cells become pillars in the order their first point comes, and once the
     pillars run out every further cell shares the last one; a pillar keeps its first
     max-points-per-pillar points. Only the first `max_input_points` points count, as the
-    board reads no more. A plain NumPy count, for statistics; it does not time anything.
+    board reads no more. `kept_uncapped` is what the pillars would keep with no limit on
+    their number, so the points lost to each limit can be told apart. A plain NumPy count,
+    for statistics and reports; it does not time anything.
     """
     f32 = np.float32
     cloud = np.asarray(points)[: params.max_input_points]
@@ -929,4 +949,5 @@ def grid_occupancy(points: np.ndarray, params: PillarParams) -> GridOccupancy:
     if len(count) > last:
         kept += min(per_pillar, int(count[last:].sum()))
     return GridOccupancy(valid=len(cell), pillars=min(len(count), params.max_pillars),
-                         kept=kept, cells=len(count))
+                         kept=kept, cells=len(count),
+                         kept_uncapped=int(np.minimum(count, per_pillar).sum()))

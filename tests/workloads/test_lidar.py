@@ -69,6 +69,18 @@ def test_size_not_a_whole_number_of_points_names_the_file_and_sizes(tmp_path):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(("name", "columns"), [
+    ("n015-2018-07-24-11-22-45+0800__LIDAR_TOP__1532402927647951.pcd.bin", 5),
+    ("SCAN.PCD.BIN", 5), ("000001.bin", 4), ("cloud.pcd.bin.bin", 4), ("x.pcd", None),
+    ("points.npy", None), ("bin", None)])
+def test_file_columns_come_from_the_format_the_name_gives(name, columns):
+    if columns is None:
+        with pytest.raises(InputError, match="--columns"):
+            lidar.file_columns(name)
+    else:
+        assert lidar.file_columns(f"/data/{name}")[0] == columns
+
+
 def test_missing_file_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match=r"missing\.bin"):
         load_bin(tmp_path / "missing.bin", 4, 150_000)
@@ -292,7 +304,12 @@ def test_grid_occupancy_counts_as_the_preprocessing_does():
             counted = grid_occupancy(points, small)
             assert (counted.valid, counted.pillars, counted.kept) == (
                 expected["valid"], expected["pillars"], expected["kept"])
-            assert counted.cells >= counted.pillars
+            # without a pillar cap: a pillar for every cell of the grid
+            uncapped = preprocess(points, small.with_overrides(
+                max_pillars=small.x_len * small.y_len))
+            assert (counted.cells, counted.kept_uncapped) == (
+                uncapped["pillars"], uncapped["kept"])
+        assert counted.cells > counted.pillars and counted.kept_uncapped > counted.kept
 
 
 def test_nuscenes_sweeps_hold_about_the_published_number_of_points():

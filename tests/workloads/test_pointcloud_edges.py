@@ -234,3 +234,23 @@ def test_an_overflowed_frame_then_tiny_ones(model, impl):
             pre.load(points)
             _check(pre.run(impl), want, k)
         assert want["pillars"] == 1
+
+
+def test_the_run_stops_when_an_implementation_counts_otherwise(monkeypatch):
+    """The report's counts come from the grid before any implementation runs; each
+    implementation's own counts must equal them."""
+    from emu.errors import EmuError
+    from emu.workloads import lidar
+    from emu.workloads.pointcloud import runner
+
+    params = SMALL["pointpillars"]
+    points, _ = crowded_cell(params)
+    frame = runner.Frame("crowd", points, 0, params.dims)
+    count = lidar.grid_occupancy
+    monkeypatch.setattr(runner, "MODELS", {"pointpillars": params})
+    report, _ = runner.run("pointpillars", ["dsp2"], [frame])
+    assert report["frames"][0]["points_dropped_max_points_per_pillar"] == len(points) - 5
+    monkeypatch.setattr(lidar, "grid_occupancy",
+                        lambda *a: count(*a)._replace(kept=count(*a).kept - 1))
+    with pytest.raises(EmuError, match=r"dsp2 counts .* disagree"):
+        runner.run("pointpillars", ["dsp2"], [frame])

@@ -24,20 +24,45 @@ from emu.workloads import lidar
 from emu.workloads.pointcloud.impls import IMPLS, Preprocessor
 from emu.workloads.pointcloud.params import MODELS, PillarParams
 
+# What each of a model's values per point is (spec §1), for messages.
+_VALUES = {4: "x, y, z, reflectance", 5: "x, y, z, intensity, t"}
+
 
 @dataclass(frozen=True)
 class Frame:
     name: str
-    points: np.ndarray
-    points_dropped: int
+    points: np.ndarray  # [points, model dims]: the model's values of the points read
+    points_dropped: int  # points past the model's max input points
+    columns: int  # values per point in the source (the file's; the model's if synthetic)
 
 
-def frames_from_files(paths: Sequence[str], params: PillarParams) -> list[Frame]:
-    """Load every file first, so a bad one stops the run before anything is written."""
+def frames_from_files(paths: Sequence[str], params: PillarParams,
+                      columns: int | None = None) -> list[Frame]:
+    """Load every file first, so a bad one stops the run before anything is written.
+
+    A file is read with the values per point of its format (`lidar.file_columns`: by its
+    name), or `columns` when given, never the model's; the model takes the first `dims` of
+    them. A file with fewer values per point than the model reads is refused: the spec's
+    models take every value from the file (spec §1-§2), and inventing one (CenterPoint's
+    sweep time t from a KITTI file, say) would change the model's input without a word."""
+    needed = f"{params.name} reads {params.dims} values a point"
+    if params.dims in _VALUES:
+        needed += f" ({_VALUES[params.dims]})"
+    if columns is not None and columns < params.dims:
+        raise InputError(f"--columns {columns}: {needed}")
     out = []
     for path in paths:
-        cloud = lidar.load_bin(path, params.dims, params.max_input_points)
-        out.append(Frame(cloud.name, cloud.points, cloud.points_dropped))
+        if columns is None:
+            n, what = lidar.file_columns(path)
+            if n < params.dims:
+                raise InputError(f"{path}: a {what} file has {n} values a point, {needed}; "
+                                 f"if this file has {params.dims}, give --columns "
+                                 f"{params.dims}")
+        else:
+            n = columns
+        cloud = lidar.load_bin(path, n, params.max_input_points)
+        points = np.ascontiguousarray(cloud.points[:, : params.dims])
+        out.append(Frame(cloud.name, points, cloud.points_dropped, n))
     return out
 
 
@@ -45,8 +70,24 @@ def synthetic(params: PillarParams, count: int, seed: int, points: int | None) -
     frames = []
     for name, cloud in lidar.synthetic_frames(params.name, count, seed, points):
         kept = cloud[: params.max_input_points]
-        frames.append(Frame(name, kept, len(cloud) - len(kept)))
+        frames.append(Frame(name, kept, len(cloud) - len(kept), params.dims))
     return frames
+
+
+def _counts(frame: Frame, params: PillarParams) -> dict[str, Any]:
+    """A frame's points by what became of them, before any implementation runs (the
+    implementations' own counts must then agree): `points_dropped` past max input points,
+    `cells` the distinct cells of the valid points, and the valid points each limit of the
+    pillars dropped: `points_dropped_max_points_per_pillar` would be dropped even if every
+    cell had its own pillar, `points_dropped_max_pillars` are the further ones lost because
+    the cells past max pillars share the last pillar (spec §3 step 3)."""
+    grid = lidar.grid_occupancy(frame.points, params)
+    return {"frame": frame.name, "columns": frame.columns, "points_read": len(frame.points),
+            "points_dropped": int(frame.points_dropped), "points_valid": grid.valid,
+            "points_kept": grid.kept, "pillars": grid.pillars, "cells": grid.cells,
+            "points_dropped_max_pillars": grid.kept_uncapped - grid.kept,
+            "points_dropped_max_points_per_pillar": grid.valid - grid.kept_uncapped,
+            "impls": {}}
 
 
 def _ms(ps: int) -> float:
@@ -84,10 +125,7 @@ def run(
     if unknown:
         raise InputError(f"--impl {unknown[0]}: expected one of {', '.join(IMPLS)}")
     started = time.perf_counter()
-    rows: list[dict[str, Any]] = [
-        {"frame": f.name, "points_read": len(f.points),
-         "points_dropped": int(f.points_dropped), "points_valid": 0, "points_kept": 0,
-         "pillars": 0, "impls": {}} for f in frames]
+    rows = [_counts(f, params) for f in frames]
     first_outputs: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(frames)
     sessions = []
     steps = len(impls) * len(frames)
@@ -120,11 +158,12 @@ def _run_impl(
         pre.load(frame.points)
         result = pre.run(impl)
         row = rows[k]
-        counts = {"points_valid": result.valid, "points_kept": result.kept,
-                  "pillars": result.pillars}
+        counts = (result.valid, result.kept, result.pillars)
+        if counts != (row["points_valid"], row["points_kept"], row["pillars"]):
+            raise EmuError(f"frame {frame.name}: {impl} counts {counts} (valid, kept, "
+                           f"pillars) disagree with the grid's count")
         if first_outputs[k] is None:
             first_outputs[k] = (result.features, result.coords)
-            row.update(counts)
         else:
             features, coords = first_outputs[k]  # type: ignore[misc]
             if not (np.array_equal(features, result.features)

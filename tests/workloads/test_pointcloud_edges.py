@@ -254,3 +254,28 @@ def test_the_run_stops_when_an_implementation_counts_otherwise(monkeypatch):
                         lambda *a: count(*a)._replace(kept=count(*a).kept - 1))
     with pytest.raises(EmuError, match=r"dsp2 counts .* disagree"):
         runner.run("pointpillars", ["dsp2"], [frame])
+
+
+@pytest.mark.slow  # the literal reference takes seconds per frame at these sizes (~15 s all)
+@pytest.mark.parametrize(("params", "points"), [(POINTPILLARS, 30_000), (CENTERPOINT, 60_000)],
+                         ids=["pointpillars", "centerpoint"])
+def test_the_full_models_on_a_frame_with_more_cells_than_their_pillars(params, points):
+    """The models' own P and K (the DSP's tiles over 40,000 / 12,000 pillars): points spread
+    over the whole box open more cells than P, one cell holds 500; then a 7-point frame."""
+    rng = np.random.default_rng(3)
+    cloud = np.zeros((points, params.dims), np.float32)
+    for axis, (low, high) in enumerate(((params.back, params.front),
+                                        (params.right, params.left),
+                                        (params.bottom, params.top),
+                                        (params.lower, params.upper))):
+        cloud[:, axis] = rng.uniform(low, high, points)
+    cloud[points // 2: points // 2 + 500] = cloud[0]
+    frames = [cloud, cloud[:7]]
+    wants = [preprocess(frame, params) for frame in frames]
+    assert wants[0]["pillars"] == params.max_pillars and wants[0]["kept"] < wants[0]["valid"]
+    with emu.Session("j5"):
+        pre = Preprocessor(params)
+        for impl in IMPLS:
+            for frame, want in zip(frames, wants, strict=True):
+                pre.load(frame)
+                _check(pre.run(impl), want, (impl, len(frame)))

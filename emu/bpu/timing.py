@@ -32,6 +32,10 @@ no simulation inside. The model, and what each part of it stands for:
   projection's small output feeding the next expansion stays on chip, and the same model
   at batch 256 spills the large expansions. A layer group streams its DDR operands through
   tile buffers that this rule does not count.
+- **Images.** An image input (uint8 NV12 planes, packed RGB: `TensorRef.packed`) is not in
+  the BPU's layout but as the camera pipeline, the user or the resizer wrote it: its DDR
+  bytes, and its footprint when it is on chip, are its real bytes. The granules still pad
+  the compute of the layer group that reads it.
 - **Weights.** When all of a model's weights fit in the SRAM set aside for them
   (`bpu.weight_sram_bytes`), they stay there across runs (hbDNN loads a model once; the
   estimate is the steady state) and cost no DDR traffic; otherwise every layer group reads
@@ -59,7 +63,9 @@ OP_CLASSES = ("dense", "depthwise", "elementwise", "pool", "resize", "move")
 
 @dataclass(frozen=True)
 class TensorRef:
-    """A feature map a layer group reads or writes: its name and N x H x W x C shape."""
+    """A feature map a layer group reads or writes: its name and N x H x W x C shape;
+    `packed` for an image stored as is, N x H x W x C bytes without padding (see the
+    module), rather than in the BPU's layout."""
 
     name: str
     n: int
@@ -67,6 +73,7 @@ class TensorRef:
     w: int
     c: int
     elem_bytes: int = 1
+    packed: bool = False
 
     def __post_init__(self) -> None:
         if min(self.n, self.h, self.w, self.c, self.elem_bytes) < 1:
@@ -169,7 +176,10 @@ def _pad(value: int, granule: int) -> int:
 
 
 def layout_bytes(tensor: TensorRef, bpu: BpuConfig) -> int:
-    """Bytes of `tensor` in the BPU's layout: H, W and C padded to the array's granules."""
+    """Bytes of `tensor` as it is held: in the BPU's layout, H, W and C padded to the
+    array's granules; a packed image as is."""
+    if tensor.packed:
+        return tensor.bytes
     return (tensor.n * _pad(tensor.h, bpu.align_h) * _pad(tensor.w, bpu.align_w)
             * _pad(tensor.c, bpu.align_cout) * tensor.elem_bytes)
 

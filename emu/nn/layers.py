@@ -31,7 +31,8 @@
   writes the hidden-state sequence (Y, or `<name>#h` when Y is not an output), which Y_h
   and Y_c are read as (their bytes overestimated by the sequence length).
 - Preprocess (an image input's colour conversion and normalisation): "elementwise", one
-  op per output element, reading the uint8 image (its bytes as one row per frame).
+  op per output element, reading the uint8 image as it lies in memory (`image_ref`: NV12's
+  Y and interleaved U, V rows at hbDNN's row pitch, or packed pixels), at its real bytes.
 - Resize: "resize". Concat, Transpose, Slice, Gather: "move" (a copy of the output).
 - Flatten, Reshape, Squeeze, Unsqueeze and Split along any axis cost nothing: the BPU's
   compiler views the same memory with another shape (a split's parts are slices of its
@@ -60,6 +61,7 @@ from emu.errors import InputError
 from emu.nn import optable
 from emu.nn.graph import Graph, Node
 from emu.nn.placement import Segment
+from emu.nn.preprocess import aligned_width
 
 _FUSE_INTO = {"Conv", "FC", "ConvTranspose"}
 _BIAS_BYTES = 4  # the BPU accumulates in int32 and adds an int32 bias
@@ -81,6 +83,18 @@ def _nhwc(name: str, shape: tuple[int, ...], elem_bytes: int) -> TensorRef:
     h = spatial[0] if spatial else 1
     w = math.prod(spatial[1:])
     return TensorRef(name, max(1, n), max(1, h), max(1, w), max(1, c), elem_bytes)
+
+
+def image_ref(name: str, input_type: str, shape: tuple[int, ...]) -> TensorRef:
+    """A compiled model's uint8 image input of `shape` as the BPU reads it: packed, at its
+    real bytes (`TensorRef.packed`). NV12, (N, H x 3 / 2, W), is its rows (the Y plane,
+    then the U, V plane) at hbDNN's row pitch (`preprocess.aligned_width`); the other
+    types, (N, H, W, C), are N x H x W x C bytes."""
+    if input_type == "nv12":
+        n, rows, width = shape
+        return TensorRef(name, n, rows, aligned_width(width), 1, packed=True)
+    n, h, w, c = shape
+    return TensorRef(name, n, h, w, c, packed=True)
 
 
 class _Builder:
@@ -122,10 +136,10 @@ class _Builder:
             self._lstm(node)
             return
         out = self.ref(out_name)
-        if kind == "preprocess":  # uint8 pixels in, one row per frame whatever the layout
-            image = self.graph.tensors[node.inputs[0]].shape
-            pixels = TensorRef(node.inputs[0], image[0], 1, math.prod(image[1:]), 1)
-            self.layers.append(LayerGroup(node.name, op, "elementwise", out, (pixels,)))
+        if kind == "preprocess":
+            image = image_ref(node.inputs[0], str(node.attrs["input_type"]),
+                              self.graph.tensors[node.inputs[0]].shape)
+            self.layers.append(LayerGroup(node.name, op, "elementwise", out, (image,)))
             return
         ins = self.feature_maps(node)
         op_class = optable.COST_CLASS.get(kind)

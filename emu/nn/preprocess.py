@@ -11,7 +11,9 @@ Layouts of the compiled model's input (N = batch, H x W = the ONNX input's plane
 - `rgb`, `bgr`, `yuv444`: uint8 (N, H, W, 3), NHWC as a camera pipeline writes it;
 - `gray`: uint8 (N, H, W, 1);
 - `nv12`: uint8 (N, H * 3 / 2, W): the Y plane, then the U, V samples interleaved at half
-  resolution in both directions (H and W even).
+  resolution in both directions (H and W even). In memory hbDNN aligns its rows to
+  `NV12_WIDTH_ALIGN` bytes (`aligned_width`; the runtime pads a copy of an input whose rows
+  are not), and the BPU reads those rows.
 
 The network is taken to be trained on RGB when it has 3 input channels and on gray when
 it has 1; `rgb` feeds it unchanged, `bgr` swaps the channels, `yuv444` and `nv12` convert.
@@ -46,6 +48,12 @@ _FRACTION = 16
 _HALF = 1 << (_FRACTION - 1)
 _RV, _GU, _GV, _BU = (round(c * (1 << _FRACTION)) for c in (1.402, 0.344136, 0.714136, 1.772))
 MEAN_UNITS = 256
+NV12_WIDTH_ALIGN = 16  # an NV12 input's rows: documented, hbDNN's alignment rules (seed 000)
+
+
+def aligned_width(width: int) -> int:
+    """The bytes of an NV12 row of `width` pixels as hbDNN lays it out."""
+    return -(-width // NV12_WIDTH_ALIGN) * NV12_WIDTH_ALIGN
 
 
 @dataclass(frozen=True)

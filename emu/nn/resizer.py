@@ -60,15 +60,19 @@ ROI is the ROI exactly (step is then 65536, every f is 0).
 
 Timing: the job is one "resize" layer group of the BPU cost model (`emu/bpu/timing.py`),
 one operation per output byte, as a Resize node of a model is timed (`emu/nn/layers.py`).
-It reads the ROI of each plane (the ROI's rows x its width, not the whole stride: NV12's
-luma ROI, then its chroma ROI of U, V pairs) and writes the output image, in its format's
-layout (NV12 as Hout x 3 / 2 rows of Wout bytes), to DDR. The cost model counts these
-tensors' DDR bytes in the BPU's padded layout (`timing.layout_bytes`), as it counts every
-feature map's.
+It reads the ROI of each plane as the image lies in DDR, at its real bytes (the ROI's rows
+x its width, not the whole stride: NV12's luma ROI, then its chroma ROI of U, V pairs;
+packed pixels), not in the BPU's padded layout (`TensorRef.packed`). `hbDNNResize` writes
+the output image, in its format's layout (NV12 as Hout x 3 / 2 rows of Wout bytes), to
+DDR. A model compiled to read its input through the resizer (`hbDNNRoiInfer`) resizes on
+the way in: the job's output is the model's image input as its first layer reads it
+(`layers.image_ref`), a tensor of the model's first function call like any other, so it
+stays on chip when it fits and only the ROIs come from DDR.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -231,20 +235,31 @@ def resize(image: npt.ArrayLike, fmt: str, src_w: int, src_h: int, stride: int, 
     return out[:, :, 0] if fmt == "gray" else out
 
 
-def layer_group(name: str, fmt: str, dst_w: int, dst_h: int, roi: Roi,
-                batch: int = 1) -> LayerGroup:
-    """The job (`batch` ROIs of one size) as a "resize" layer group: it reads the ROI of
-    each plane and writes the output image, in the format's layout, to DDR."""
+def layer_group(name: str, fmt: str, dst_w: int, dst_h: int, rois: Sequence[Roi],
+                into: TensorRef | None = None) -> LayerGroup:
+    """The job, one output image per ROI of `rois`, as a "resize" layer group: it reads the
+    ROI of each plane and writes the output images, in the format's layout, to DDR; or,
+    with `into` (the model's image input, `layers.image_ref`, whose frames the ROIs fill),
+    hands them to the layer groups that follow (see the module)."""
     if fmt not in FORMATS:
         raise InputError(f"resizer: format {fmt!r} is not one of {', '.join(FORMATS)}")
-    inputs: tuple[TensorRef, ...]
+    if not rois:
+        raise InputError("resizer: a job needs at least one ROI")
+    inputs: list[TensorRef] = []
+    for k, roi in enumerate(rois):
+        if fmt == "nv12":
+            half = roi.chroma()
+            inputs += [TensorRef(f"{name}.roi{k}_y", 1, roi.height, roi.width, 1, packed=True),
+                       TensorRef(f"{name}.roi{k}_uv", 1, half.height, half.width, 2,
+                                 packed=True)]
+        else:
+            inputs.append(TensorRef(f"{name}.roi{k}", 1, roi.height, roi.width,
+                                    _PIXEL_BYTES[fmt], packed=True))
+    if into is not None:
+        return LayerGroup(name, "RoiResize", "resize", into, tuple(inputs))
+    batch = len(rois)
     if fmt == "nv12":
-        half = roi.chroma()
-        inputs = (TensorRef(f"{name}.roi_y", batch, roi.height, roi.width, 1),
-                  TensorRef(f"{name}.roi_uv", batch, half.height, half.width, 2))
-        output = TensorRef(f"{name}.out", batch, dst_h * 3 // 2, dst_w, 1)
+        output = TensorRef(f"{name}.out", batch, dst_h * 3 // 2, dst_w, 1, packed=True)
     else:
-        channels = _PIXEL_BYTES[fmt]
-        inputs = (TensorRef(f"{name}.roi", batch, roi.height, roi.width, channels),)
-        output = TensorRef(f"{name}.out", batch, dst_h, dst_w, channels)
-    return LayerGroup(name, "RoiResize", "resize", output, inputs, leaves=True)
+        output = TensorRef(f"{name}.out", batch, dst_h, dst_w, _PIXEL_BYTES[fmt], packed=True)
+    return LayerGroup(name, "RoiResize", "resize", output, tuple(inputs), leaves=True)

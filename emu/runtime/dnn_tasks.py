@@ -52,6 +52,7 @@ from emu.nn import estimate as estimate_module
 from emu.nn.estimate import CpuItem
 from emu.nn.execute import Execution, float_node
 from emu.nn.graph import Node
+from emu.nn.preprocess import NV12_WIDTH_ALIGN, aligned_width
 from emu.runtime import session
 from emu.runtime.hbsys import mem_of
 from emu.soc.sched import ANY_CORE, PRIORITY_LOWEST, CoreSlot, Stage, StageBody, Task
@@ -115,13 +116,6 @@ def plan(model: CompiledModel, sess: session.Session) -> ModelPlan:
                 offset += -(-nbytes // line) * line
     return ModelPlan(items, model.subgraphs(), model.weights_resident(soc), slots, offset,
                      {n.name: n for n in model.graph.nodes}, pads)
-
-
-NV12_WIDTH_ALIGN = 16  # an NV12 input's rows: documented, hbDNN's alignment rules (seed 000)
-
-
-def aligned_width(width: int) -> int:
-    return -(-width // NV12_WIDTH_ALIGN) * NV12_WIDTH_ALIGN
 
 
 def nv12_dims(model: CompiledModel, name: str) -> tuple[int, int, int, int] | None:

@@ -54,7 +54,7 @@ import simpy
 
 from emu.errors import InputError
 from emu.mem.pool import PoolBuffer
-from emu.nn import compiler, execute, resizer
+from emu.nn import compiler, execute, layers, preprocess, resizer
 from emu.nn.compiler import CompiledModel
 from emu.nn.execute import Execution
 from emu.runtime import dnn_tasks, session, status
@@ -637,7 +637,7 @@ def _properties(model: CompiledModel, name: str) -> hbDNNTensorProperties:
     nv12 = dnn_tasks.nv12_dims(model, name)
     if nv12 is not None:
         dims: tuple[int, ...] = nv12
-        aligned = (*nv12[:3], dnn_tasks.aligned_width(nv12[3]))
+        aligned = (*nv12[:3], preprocess.aligned_width(nv12[3]))
         props.tensorType, props.tensorLayout = HB_DNN_IMG_TYPE_NV12, HB_DNN_LAYOUT_NCHW
     elif name in model.graph.inputs and input_type in _IMAGE_TYPES:
         dims = shape
@@ -1093,7 +1093,7 @@ def _run_resize(sess: session.Session, handle: hbDNNTask, call: Any, src: _Image
     soc = sess.soc
     start = soc.env.now
     job = soc.bpu.model_task(handle.name, [resizer.layer_group("resize", src.fmt, dst.w, dst.h,
-                                                               box)],
+                                                               [box])],
                              core=handle.core, priority=handle.priority)
     call.link(job)
     handle.bpu_task = job
@@ -1213,7 +1213,7 @@ class _ModelRun:
         padding of unaligned NV12 inputs."""
         if not self.padded:
             self.padded = True
-            if any(source.pitch and source.pitch % dnn_tasks.NV12_WIDTH_ALIGN
+            if any(source.pitch and source.pitch % preprocess.NV12_WIDTH_ALIGN
                    for source in self.entry.sources):
                 yield from self._host(-1)
         for index in range(begin, end):
@@ -1302,13 +1302,17 @@ def _write_outputs(entry: _Entry, ex: Execution) -> None:
 
 
 def _resize_jobs(model: CompiledModel, entry: _Entry) -> list[Any]:
-    """The resizer's layer groups for an hbDNNRoiInfer batch group (one per ROI); none for
-    hbDNNInfer, whose model need not have an image input."""
+    """The resizer's layer group for an hbDNNRoiInfer batch group: it reads the group's
+    ROIs and fills the model's image input on the way in (`resizer.layer_group`); none
+    for hbDNNInfer, whose model need not have an image input."""
     if not entry.rois:
         return []
     width, height = _input_size(model)
-    return [resizer.layer_group(f"roi{k}", slot[0].fmt, width, height, slot[1])
-            for k, slot in enumerate(entry.rois) if slot is not None]
+    name = model.graph.inputs[0]
+    fmt = str(model.options["input_type"])
+    image = layers.image_ref(name, fmt, model.graph.tensors[name].shape)
+    rois = [slot[1] for slot in entry.rois if slot is not None]
+    return [resizer.layer_group("resizer", fmt, width, height, rois, into=image)]
 
 
 @_api(HB_DNN_WRONG_THREAD)

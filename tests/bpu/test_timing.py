@@ -71,6 +71,26 @@ def test_the_feature_map_layout_pads_h_w_and_c():
     assert layout_bytes(TensorRef("t", 2, 1, 1, 20, 2), padded) == 2 * 4 * 8 * 32 * 2
 
 
+def test_a_packed_image_is_its_bytes_in_ddr_and_on_chip_but_its_reader_pads_compute():
+    padded = dataclasses.replace(BPU, align_h=4, align_w=32, align_cin=8, align_cout=8)
+    image = TensorRef("img", 2, 5, 30, 3, packed=True)
+    assert layout_bytes(image, padded) == image.bytes == 2 * 5 * 30 * 3
+    assert layout_bytes(dataclasses.replace(image, packed=False), padded) == 2 * 8 * 32 * 8
+    out = TensorRef("y", 2, 5, 30, 3)
+    pre = LayerGroup("pre", "Preprocess", "elementwise", out, (image,))
+    assert padded_macs(pre, padded) == 2 * 8 * 32 * 8 * 8  # the compute granules still pad
+    (cost,) = layer_costs([pre], padded)
+    assert cost.read_bytes == image.bytes
+    # made on chip (the resizer's output) and read there, it takes its own bytes of SRAM
+    made = LayerGroup("made", "RoiResize", "resize", image, (fmap("roi", 4, 3),))
+    tight = dataclasses.replace(padded, sram_bytes=image.bytes)
+    assert plan_residency([made, dataclasses.replace(pre, leaves=True)], tight) == {"img"}
+    spread = dataclasses.replace(image, packed=False)
+    made, pre = (dataclasses.replace(made, output=spread),
+                 dataclasses.replace(pre, inputs=(spread,), leaves=True))
+    assert plan_residency([made, pre], tight) == set()
+
+
 def test_intermediates_stay_on_chip_while_they_fit_and_subgraph_ends_use_ddr():
     costs = layer_costs(chain([256, 256, 256]), BPU)
     assert [c.read_bytes for c in costs] == [1 * KIB, 0, 0]  # only the input from DDR

@@ -7,9 +7,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from emu.bpu import timing
-from emu.nn import importer, layers, placement
+from emu.nn import compiler, importer, layers, placement, zoo
 from emu.nn.estimate import estimate
-from emu.soc.clock import PS_PER_S, Clock
+from emu.soc.clock import PS_PER_S, Clock, bytes_to_ps
 from emu.soc.config import load_config
 from emu.workloads import bpu_calibration
 from tests.conformance import composites
@@ -204,3 +204,34 @@ def test_a_four_d_tensor_changes_layout_where_it_crosses_between_cpu_and_bpu(spl
     assert layout.load_store_ps == math.ceil(2 * codes * PS_PER_S
                                              / CFG.cpu.ddr_port_bytes_per_s)
     assert [line.op for line in lines if line.where == "cpu"][-2:] == ["layout", "dequantize"]
+
+
+@pytest.fixture(scope="module")
+def small_net():
+    """MobileNetV2 at batch 2 on a 32 x 40 input: 40 is no multiple of NV12's row pitch."""
+    return importer.compile_graph(importer.load(
+        zoo.build("mobilenetv2", input_size=(32, 40), batch=2, classes=10)))
+
+
+@pytest.mark.parametrize("align_cout", [1, 8, 32])
+@pytest.mark.parametrize("input_type, frame_bytes", [
+    ("nv12", 32 * 48 * 3 // 2),  # Y then U, V rows at the 16-byte pitch hbDNN aligns to
+    ("rgb", 32 * 40 * 3), ("bgr", 32 * 40 * 3), ("yuv444", 32 * 40 * 3)])
+def test_an_image_input_is_read_at_its_real_bytes_whatever_the_granules(
+        small_net, input_type, frame_bytes, align_cout):
+    cfg = load_config(overrides=[f"bpu.align_cout={align_cout}"]).soc
+    graph = compiler.add_preprocess(small_net, compiler.CompileOptions(input_type=input_type))
+    lines = {line.name: line for line in estimate(graph, placement.place(graph), cfg, 2).layers}
+    assert lines["preprocess"].loaded_bytes == 2 * frame_bytes
+    assert lines["preprocess"].stored_bytes == 0  # the network's input stays on chip
+    assert lines["preprocess"].load_store_ps == bytes_to_ps(2 * frame_bytes,
+                                                            cfg.bpu.ddr_port_bytes_per_s)
+
+
+def test_a_feature_map_input_is_still_read_in_the_bpu_layout(small_net):
+    cfg = load_config(overrides=["bpu.align_cout=8", "bpu.align_w=32"]).soc
+    stem = next(lg for lg in _bpu_layers(small_net) if lg.name == "stem.conv")
+    lines = {line.name: line for line in
+             estimate(small_net, placement.place(small_net), cfg, 2).layers}
+    assert not stem.inputs[0].packed
+    assert lines["stem.conv"].loaded_bytes - stem.weight_bytes == 2 * 32 * 64 * 8

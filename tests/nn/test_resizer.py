@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from emu.bpu import timing
 from emu.errors import InputError
+from emu.nn import compiler, importer, layers, placement, zoo
 from emu.nn.resizer import (
     FORMATS,
     STEP_MAX,
@@ -378,19 +379,47 @@ def bpu():
     return load_config("j5", None, ()).soc.bpu
 
 
-def test_layer_group_reads_the_roi_and_writes_the_output():
-    roi = Roi(10, 20, 109, 69)  # 100 x 50
-    nv12 = layer_group("r", "nv12", 64, 32, roi, batch=2)
+def test_layer_group_reads_the_rois_and_writes_the_output_at_their_real_bytes(bpu):
+    roi, other = Roi(10, 20, 109, 69), Roi(0, 0, 31, 15)  # 100 x 50, 32 x 16
+    nv12 = layer_group("r", "nv12", 64, 32, [roi, other])
     assert nv12.op_class == "resize" and nv12.leaves
-    assert sum(ref.bytes for ref in nv12.inputs) == 2 * 100 * 50 * 3 // 2
+    assert sum(ref.bytes for ref in nv12.inputs) == (100 * 50 + 32 * 16) * 3 // 2
     assert nv12.output.bytes == 2 * 64 * 32 * 3 // 2
-    rgb = layer_group("r", "rgb", 64, 32, roi)
+    (cost,) = timing.layer_costs([nv12], bpu)  # packed, whatever the BPU's granules
+    assert cost.read_bytes == (100 * 50 + 32 * 16) * 3 // 2
+    assert cost.written_bytes == 2 * 64 * 32 * 3 // 2
+    rgb = layer_group("r", "rgb", 64, 32, [roi])
     assert sum(ref.bytes for ref in rgb.inputs) == 100 * 50 * 3
     assert rgb.output.bytes == 64 * 32 * 3
-    gray = layer_group("r", "gray", 64, 32, roi)
+    gray = layer_group("r", "gray", 64, 32, [roi])
     assert sum(ref.bytes for ref in gray.inputs) == 100 * 50
     with pytest.raises(InputError, match="format 'jpeg'"):
-        layer_group("r", "jpeg", 64, 32, roi)
+        layer_group("r", "jpeg", 64, 32, [roi])
+    with pytest.raises(InputError, match="at least one ROI"):
+        layer_group("r", "rgb", 64, 32, [])
+
+
+@pytest.mark.parametrize("fmt", ["nv12", "rgb"])
+def test_a_model_reads_only_the_rois_through_the_resizer(fmt, bpu):
+    """hbDNNRoiInfer: the resizer fills the model's input on chip, its first layer reads
+    it there; DDR sees the ROIs at their bytes."""
+    graph = importer.compile_graph(importer.load(
+        zoo.build("mobilenetv2", input_size=(32, 32), batch=2, classes=10)))
+    graph = compiler.add_preprocess(graph, compiler.CompileOptions(input_type=fmt))
+    (segment,) = [s for s in placement.place(graph) if s.kind == "bpu"]
+    model = layers.layer_groups(graph, segment)
+    name = graph.inputs[0]
+    image = layers.image_ref(name, fmt, graph.tensors[name].shape)
+    rois = [Roi(0, 0, 99, 49), Roi(2, 2, 33, 33)]  # 100 x 50, 32 x 32
+    job = layer_group("resizer", fmt, 32, 32, rois, into=image)
+    assert job.output == model[0].inputs[0] == image and not job.leaves
+    plain, through = (timing.layer_costs(layer_list, bpu)
+                      for layer_list in (model, [job, *model]))
+    pixels = 100 * 50 + 32 * 32
+    roi_bytes = pixels * 3 // 2 if fmt == "nv12" else pixels * 3
+    assert (through[0].read_bytes, through[0].written_bytes) == (roi_bytes, 0)
+    assert plain[0].read_bytes == image.bytes and through[1].read_bytes == 0
+    assert [c.ddr_bytes for c in through[2:]] == [c.ddr_bytes for c in plain[1:]]
 
 
 @pytest.mark.parametrize("fmt", ["nv12", "rgb"])
@@ -398,7 +427,7 @@ def test_layer_group_time_grows_with_the_output(fmt, bpu):
     roi = Roi(0, 0, 511, 511)
     times = []
     for size in (128, 256, 512, 1024):
-        group = layer_group("resize", fmt, size, size, roi)
+        group = layer_group("resize", fmt, size, size, [roi])
         assert timing.split_function_calls([group], bpu, max_time_ps=1) == [(0, 1)]
         (call,) = timing.function_calls([group], bpu)
         assert call.costs[0].written_bytes > 0 and call.costs[0].read_bytes > 0

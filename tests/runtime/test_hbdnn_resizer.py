@@ -140,11 +140,20 @@ def test_roi_infer_rounds_the_output_up_to_the_model_batch(sess, roi_model):
     second = model.run({name: np.stack([crops[2], np.zeros((48, 32), np.uint8)])})
     assert np.array_equal(got[:2], first)
     assert np.array_equal(got[2:], second[model.graph.outputs[0]])  # row 3: not valid data
-    # two batch groups, each with its resizer jobs in its first function call
+    # two batch groups, each with one resizer job (its ROIs) in its first function call
     bpu = [s for s in task.segments if s["kind"] == "bpu"]
     assert len(bpu) == 2
     stats = sess.stats()["bpu"]
-    assert stats["layer_groups"] == 2 * sum(map(len, model.subgraphs().values())) + 3
+    assert stats["layer_groups"] == 2 * sum(map(len, model.subgraphs().values())) + 2
+    # the resizer fills the model's input on chip: the BPU reads the ROIs (NV12, 1.5 bytes a
+    # pixel) where an hbDNNInfer of the model reads its whole input image
+    ((_, calls),) = model.calls(SOC)
+    alone = sum(cost.ddr_bytes for call in calls for cost in call.costs)
+    image = 2 * 48 * 32  # two frames of 32 x 32 NV12: 48 rows of 32 bytes
+    roi_bytes = (60 * 48 + 32 * 32 + 40 * 40) * 3 // 2
+    moved = sum(n for who, n in sess.soc.ddr.bytes_by_requester.items()
+                if who.startswith("soc.bpu."))
+    assert moved == 2 * (alone - image) + roi_bytes
     bad = dnn.HB_DNN_INVALID_ARGUMENT
     assert _roi_infer(handle, images, rois, 3)[0] == bad  # rows not rounded up
     assert _roi_infer(handle, images[:2], rois, 2)[0] == bad  # one image per ROI

@@ -27,7 +27,7 @@ from emu.soc.config import load_config
 # unless a test asks for one.
 OVERRIDES = ["cpu.api_call_ps=1000", "bpu.task_overhead_ps=0", "ddr.latency_ps=0"]
 SOC = load_config("j5", None, OVERRIDES).soc
-FC_LIMIT_US = 20.0  # the long model's FCs: each shorter than the small model's latency
+FC_LIMIT_US = 18.0  # the long model's FCs: each shorter than the small model's latency
 K = 2  # the FC of the long model in the middle of which the small one arrives
 
 

@@ -247,4 +247,5 @@ def layer_group(name: str, fmt: str, dst_w: int, dst_h: int, roi: Roi,
         channels = _PIXEL_BYTES[fmt]
         inputs = (TensorRef(f"{name}.roi", batch, roi.height, roi.width, channels),)
         output = TensorRef(f"{name}.out", batch, dst_h, dst_w, channels)
-    return LayerGroup(name, "RoiResize", "resize", output, inputs, leaves=True)
+    return LayerGroup(name, "RoiResize", "resize", output, inputs, leaves=True,
+                      split_axes=())  # one resizer job, never cut into parts

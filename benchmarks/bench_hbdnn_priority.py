@@ -1,12 +1,13 @@
 """A small urgent model next to a long one on one BPU core: what keeps its latency.
 
 The issue's question, on zoo models: MobileNetV2 (64x64, 10 classes) every 30 ms from one
-host thread, ResNet-18 (224x224) back to back from another, both pinned to BPU core 0, all
-through hbDNN. The small model's p99 latency is printed for the four combinations of the
-long model compiled with or without `--max-time-per-fc` and the small one submitted at
-the same priority or at 255 (HB_DNN_PRIORITY_PREEMP), next to its solo latency.
+host thread, a long model (ResNet-18 at 224x224, or UNet at 256x256 with `--long unet`)
+back to back from another, both pinned to BPU core 0, all through hbDNN. The small model's
+p99 latency is printed for the four combinations of the long model compiled with or
+without `--max-time-per-fc` and the small one submitted at the same priority or at 255
+(HB_DNN_PRIORITY_PREEMP), next to its solo latency.
 
-    python benchmarks/bench_hbdnn_priority.py [--frames 30] [--fc-us 200]
+    python benchmarks/bench_hbdnn_priority.py [--frames 30] [--fc-us 200] [--long unet]
 
 Simulated times; the wall time is the script's.
 """
@@ -21,27 +22,24 @@ import time
 import numpy as np
 
 import emu
-from emu.bpu import timing
 from emu.nn import compiler, zoo
 from emu.runtime import hbdnn as dnn
 from emu.runtime.hbsys import hbSysAllocCachedMem
-from emu.soc.clock import PS_PER_MS, PS_PER_US
+from emu.soc.clock import PS_PER_MS
+
+LONG_MODELS = {"resnet18": (224, 224), "unet": (256, 256)}
 
 
-def models(fc_us: float) -> bytes:
+def models(fc_us: float, long_model: str) -> bytes:
     soc = emu.Session().config
     options = compiler.CompileOptions(calib_random=1)
     small = compiler.compile_model(zoo.build("mobilenetv2", (64, 64), classes=10), "small",
                                    options, soc)
-    long = compiler.compile_model(zoo.build("resnet18", (224, 224)), "long", options, soc)
+    long = compiler.compile_model(zoo.build(long_model, LONG_MODELS[long_model]), "long",
+                                  options, soc)
     # The same quantised model cut into function calls of at most fc_us (the compiler's
     # last step), as `emu compile --max-time-per-fc` would.
-    split = dataclasses.replace(long, name="long_fc", function_calls={},
-                                options={**long.options, "max_time_per_fc_us": fc_us})
-    resident = split.weights_resident(soc)
-    for index, groups in split.subgraphs().items():
-        split.function_calls[index] = timing.split_function_calls(
-            groups, soc.bpu, round(fc_us * PS_PER_US), resident)
+    split = dataclasses.replace(compiler.cut(long, fc_us, soc), name="long_fc")
     return compiler.dumps([small, long, split])
 
 
@@ -89,9 +87,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=30)
     parser.add_argument("--fc-us", type=float, default=200.0)
+    parser.add_argument("--long", choices=sorted(LONG_MODELS), default="resnet18")
     args = parser.parse_args(argv or [])
     t0 = time.perf_counter()
-    data = models(args.fc_us)
+    data = models(args.fc_us, args.long)
     solo = small_latencies(data, None, 0, args.frames)
     print(f"small model alone: p99 {np.percentile(solo, 99):.3f} ms (max {max(solo):.3f})")
     print(f"{'long model':28s} {'small priority':>15s} {'p99 ms':>8s} {'max ms':>8s}")

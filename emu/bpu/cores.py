@@ -13,6 +13,16 @@ FCs already queued there, at most `fc_fifo_depth` of them (with J5's 1024, after
 running task, unless that task has more FCs left than the FIFO holds). Nothing overtakes
 inside an FC; equal priorities never overtake (customId and arrival order the queue).
 
+A task keeps its feature maps in the core's SRAM across its FC boundaries
+(`timing.function_calls`). When it gives the core up to a preemptor, its maps then live
+(the FC's `spill_bytes`) stay in the SRAM as far as the waiting tasks that outrank it leave
+room: the core first writes to DDR, at its port, only the bytes by which those maps and
+the most SRAM any of those tasks' remaining FCs take (`sram_bytes`) exceed
+`bpu.sram_bytes`, and the task reads them back when it resumes (counted as `spill_bytes`
+and `reload_bytes`). A task that resumes on the other core, whose SRAM holds none of its
+maps, writes the rest out and reads all of them back then. Tasks that arrive while it
+waits and outrank it are not foreseen: they find the room the first ones left.
+
 Inside an FC the layer groups run in order: the layer group's fixed cost (and the FC's,
 before its first one), then its compute and its DDR traffic side by side; the layer group
 ends when both are done. The DDR bytes go through the shared DDR model, so a layer group
@@ -22,6 +32,7 @@ slows down when other requesters (the DSPs, the CPUs, the other core) load the D
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import simpy
@@ -45,6 +56,15 @@ from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
 
 
+@dataclass(frozen=True)
+class FcStage(Stage):
+    """A function call as a stage: `spill_bytes` of feature maps are on chip at its end,
+    and its feature maps on chip take at most `sram_bytes`."""
+
+    spill_bytes: int = 0
+    sram_bytes: int = 0
+
+
 class BpuCores(CoreGroup):
     """Both BPU cores behind one queue."""
 
@@ -59,6 +79,8 @@ class BpuCores(CoreGroup):
         # stage index from which it may take over (see `submit`).
         self._fifo_owner = [-1] * cfg.cores
         self._overtake_at: list[dict[int, int]] = [{} for _ in range(cfg.cores)]
+        # Per preempted task (seq): the core whose SRAM it left and the bytes it wrote out.
+        self._parked: dict[int, tuple[int, int]] = {}
 
     def submit(self, task: Task) -> simpy.Event:
         done = super().submit(task)
@@ -93,7 +115,7 @@ class BpuCores(CoreGroup):
 
     def model_task(
         self, name: str, layers: Sequence[LayerGroup], *, max_time_per_fc_ps: int = 0,
-        spans: Sequence[tuple[int, int]] | None = None, core: int = ANY_CORE,
+        spans: Sequence[timing.Span] | None = None, core: int = ANY_CORE,
         priority: int = PRIORITY_LOWEST, custom_id: int = 0,
         resident_weights: bool | None = None,
     ) -> Task:
@@ -106,8 +128,45 @@ class BpuCores(CoreGroup):
             spans = timing.split_function_calls(layers, self.cfg, max_time_per_fc_ps,
                                                 resident_weights)
         calls = timing.function_calls(layers, self.cfg, spans, resident_weights)
-        stages = [Stage(f"{name} {call.name}", self._call_body(call)) for call in calls]
+        stages: list[Stage] = [FcStage(f"{name} {call.name}", self._call_body(call),
+                                       call.spill_bytes, call.sram_bytes) for call in calls]
         return Task(name, stages, priority=priority, custom_id=custom_id, core=core)
+
+    @staticmethod
+    def _live_bytes(task: Task) -> int:
+        """The feature maps on chip at the boundary where `task` stopped."""
+        stage = task.stages[task.next_stage - 1] if task.next_stage else None
+        return stage.spill_bytes if isinstance(stage, FcStage) else 0
+
+    @staticmethod
+    def _sram_need(task: Task) -> int:
+        """The most SRAM the FCs `task` has still to run take."""
+        return max((s.sram_bytes for s in task.stages[task.next_stage:]
+                    if isinstance(s, FcStage)), default=0)
+
+    def _spill(self, slot: CoreSlot, nbytes: int, *, write: bool) -> simpy.Event:
+        self.count("spill_bytes" if write else "reload_bytes", nbytes)
+        return self.ddr.transfer(nbytes, slot.name, write=write,
+                                 cap_bytes_per_s=self.cfg.ddr_port_bytes_per_s)
+
+    def _switched_out(self, slot: CoreSlot, task: Task) -> Generator[simpy.Event, Any, None]:
+        live = self._live_bytes(task)
+        need = max((self._sram_need(t) for t in self._pending
+                    if t.priority > task.priority and t.core in (ANY_CORE, slot.index)),
+                   default=0)
+        spill = min(live, max(0, live + need - self.cfg.sram_bytes))
+        self._parked[task.seq] = (slot.index, spill)
+        if spill:
+            yield self._spill(slot, spill, write=True)
+
+    def _resumed(self, slot: CoreSlot, task: Task) -> Generator[simpy.Event, Any, None]:
+        live = self._live_bytes(task)
+        core, spilled = self._parked.pop(task.seq, (slot.index, live))
+        if core != slot.index and live > spilled:
+            yield self._spill(slot, live - spilled, write=True)
+        reload = spilled if core == slot.index else live
+        if reload:
+            yield self._spill(slot, reload, write=False)
 
     def _call_body(self, call: FunctionCall) -> StageBody:
         def run(slot: CoreSlot) -> Generator[simpy.Event, Any, None]:

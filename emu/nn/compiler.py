@@ -15,7 +15,8 @@ The steps, each in its own module:
    is flagged when an output's cosine similarity falls below `ACCURACY_FLOOR`;
 6. `layers.layer_groups` and `timing.split_function_calls`: each BPU subgraph cut into
    function calls of at most `--max-time-per-fc` microseconds of estimated time on the
-   hardware the compiler was given.
+   hardware the compiler was given, a longer layer group into parts (bands of output rows
+   or tiles of output channels, `timing.layer_part`), each a function call.
 
 Steps 1 to 5 never read the hardware, and their result is looked up first in the model
 cache (`modelcache.py`, keyed by what they read); step 6 (`cut`) runs on every compile.
@@ -200,7 +201,7 @@ class CompiledModel:
     graph: Graph
     segments: list[Segment]
     quant: Any  # quantize.QuantModel
-    function_calls: dict[int, list[tuple[int, int]]]  # BPU segment index -> [start, end)
+    function_calls: dict[int, list[timing.Span]]  # BPU segment index -> its cut
     options: dict[str, Any]
     accuracy: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the import did (opset conversion)
@@ -299,8 +300,10 @@ class CompiledModel:
             segments = [Segment(s["kind"], tuple(s["nodes"]), tuple(s["inputs"]),
                                 tuple(s["outputs"]), tuple(s["reasons"]))
                         for s in meta["segments"]]
-            calls = {int(k): [(int(a), int(b)) for a, b in v]
+            calls = {int(k): [tuple(int(x) for x in fc) for fc in v]
                      for k, v in meta["function_calls"].items()}
+            if any(len(fc) not in (2, 5) for v in calls.values() for fc in v):
+                raise ValueError("a function call is neither a range nor a part")
             return cls(packed.name, graph, segments, quant, calls, dict(meta["options"]),
                        {str(k): float(v) for k, v in meta["accuracy"].items()},
                        [str(n) for n in meta.get("notes", [])])

@@ -6,7 +6,8 @@ one core of an otherwise idle chip and adds them up (the segments run one after 
 - BPU segments: their layer groups (`emu/nn/layers.py`) with the BPU cost model
   (`emu/bpu/timing.py`): per layer compute time (no DDR), DDR time at the core's port,
   time = max of the two + the layer's fixed cost; each segment is one function call
-  (`max_time_per_fc_ps` splits it as the compiler's option does) and pays the FC cost.
+  (`max_time_per_fc_ps` splits it as the compiler's option does, a part of a layer group a
+  line of its own) and pays the FC cost.
   The model's weights stay on chip across runs when all of them (every BPU segment's)
   fit in `bpu.weight_sram_bytes`.
 - CPU segments (input quantize, output dequantize, CPU ops such as Softmax) on one A55
@@ -279,7 +280,7 @@ def cpu_items(graph: Graph, segment: Segment, cpu: CpuConfig,
 
 def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: int,
              name: str = "model", max_time_per_fc_ps: int = 0,
-             spans: Mapping[int, Sequence[tuple[int, int]]] | None = None,
+             spans: Mapping[int, Sequence[timing.Span]] | None = None,
              dtypes: Mapping[str, str] | None = None) -> ModelEstimate:
     """The static estimate of a compiled graph split by `placement.place` (see the
     module); `batch` is the graph's batch (frames per run). Each BPU segment is cut into

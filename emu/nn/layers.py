@@ -45,7 +45,13 @@ Tensors are N x H x W x C: an (N, C, H, W) feature map as is; (N, C), an FC's op
 one row of N pixels (an FC is a 1x1 conv over the batch, which fills the MAC array's
 pixel lanes); (N, C, L) as H = L; a MatMul's (..., M, N) with the leading dimensions as
 the batch.
-The subgraph's outputs are marked `leaves` (their producers write them to DDR).
+The subgraph's outputs are marked `leaves` (their producers write them to DDR). Every
+layer group may be cut into bands of output rows or tiles of output channels
+(`timing.layer_part`) except: a MatMul by channels only (its rows are not the layout's
+H); a Concat by rows only, and only along an axis other than N and H (each output row is
+the same row of its inputs); an LSTM's groups (dependent passes), Preprocess (its image is
+one row per frame), GridSample, Transpose, Slice and Gather (their output rows and
+channels come from anywhere in their inputs) not at all.
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from emu.bpu.timing import LayerGroup, TensorRef
+from emu.bpu.timing import CHANNELS, ROWS, LayerGroup, TensorRef
 from emu.errors import InputError
 from emu.nn import optable
 from emu.nn.graph import Graph, Node
@@ -139,7 +145,8 @@ class _Builder:
         if kind == "preprocess":
             image = image_ref(node.inputs[0], str(node.attrs["input_type"]),
                               self.graph.tensors[node.inputs[0]].shape)
-            self.layers.append(LayerGroup(node.name, op, "elementwise", out, (image,)))
+            self.layers.append(LayerGroup(node.name, op, "elementwise", out, (image,),
+                                          split_axes=()))
             return
         ins = self.feature_maps(node)
         op_class = optable.COST_CLASS.get(kind)
@@ -150,7 +157,7 @@ class _Builder:
             out = _nhwc(out_name, (math.prod(a[:-2]), b[-1], a[-2]), out.elem_bytes)
             weights = self.weight_bytes(node) if self.graph.is_const(node.inputs[1]) else 0
             self.layers.append(LayerGroup(node.name, op, "dense", out, ins, cin=a[-1],
-                                          weight_bytes=weights))
+                                          weight_bytes=weights, split_axes=(CHANNELS,)))
         elif op_class == "elementwise":
             self.layers.append(LayerGroup(node.name, op, "elementwise", out, ins,
                                           cin=max(1, len(ins))))
@@ -164,9 +171,15 @@ class _Builder:
             ins = (ins[0], TensorRef(node.inputs[1], n, oh, ow, pair,
                                      _elem_bytes(self.dtypes, node.inputs[1])))
             self.layers.append(LayerGroup(node.name, op, "move", out, ins, kernel_h=taps,
-                                          kernel_w=taps))
-        elif op_class in ("resize", "move"):
+                                          kernel_w=taps, split_axes=()))
+        elif op_class == "resize":
             self.layers.append(LayerGroup(node.name, op, op_class, out, ins))
+        elif op_class == "move":
+            rank = len(self.graph.tensors[out_name].shape)
+            # a Concat along neither N nor H (the layout's) keeps its inputs' rows apart
+            rows = op == "Concat" and int(node.attrs.get("axis", 0)) % max(1, rank) not in (0, 2)
+            self.layers.append(LayerGroup(node.name, op, op_class, out, ins,
+                                          split_axes=(ROWS,) if rows else ()))
         else:
             raise InputError(f"node {node.name}: no BPU cost model for op {op}")
 
@@ -183,11 +196,13 @@ class _Builder:
         gates = TensorRef(f"{node.name}#gates", 1, 1, passes * batch, rows)
         weights = directions * rows * (x[2] + hidden) + directions * rows * _BIAS_BYTES
         self.layers.append(LayerGroup(node.name, node.op, "dense", gates, reads,
-                                      cin=x[2] + hidden, weight_bytes=weights, passes=passes))
+                                      cin=x[2] + hidden, weight_bytes=weights, passes=passes,
+                                      split_axes=()))
         first = node.outputs[0] if node.outputs and node.outputs[0] else f"{node.name}#h"
         states = TensorRef(first, 1, 1, passes * batch, hidden)
         self.layers.append(LayerGroup(f"{node.name}.cell", f"{node.op}.cell", "elementwise",
-                                      states, (gates,), cin=LSTM_CELL_OPS, passes=passes))
+                                      states, (gates,), cin=LSTM_CELL_OPS, passes=passes,
+                                      split_axes=()))
         self.views.update((name, states) for name in node.outputs if name)
 
     def _window(self, node: Node, x: TensorRef) -> tuple[int, int]:

@@ -256,10 +256,11 @@ def layer_group(name: str, fmt: str, dst_w: int, dst_h: int, rois: Sequence[Roi]
             inputs.append(TensorRef(f"{name}.roi{k}", 1, roi.height, roi.width,
                                     _PIXEL_BYTES[fmt], packed=True))
     if into is not None:
-        return LayerGroup(name, "RoiResize", "resize", into, tuple(inputs))
+        return LayerGroup(name, "RoiResize", "resize", into, tuple(inputs), split_axes=())
     batch = len(rois)
     if fmt == "nv12":
         output = TensorRef(f"{name}.out", batch, dst_h * 3 // 2, dst_w, 1, packed=True)
     else:
         output = TensorRef(f"{name}.out", batch, dst_h, dst_w, _PIXEL_BYTES[fmt], packed=True)
-    return LayerGroup(name, "RoiResize", "resize", output, tuple(inputs), leaves=True)
+    return LayerGroup(name, "RoiResize", "resize", output, tuple(inputs), leaves=True,
+                      split_axes=())  # one resizer job, never cut into parts

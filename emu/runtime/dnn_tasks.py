@@ -37,12 +37,13 @@ import math
 import os
 import weakref
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
 
+from emu.bpu import timing
 from emu.bpu.timing import LayerGroup
 from emu.cpu import ops as cpu_ops
 from emu.cpu.cluster import CLEAN, INVALIDATE, CacheMaintenance, CpuWork
@@ -406,8 +407,7 @@ def _bpu_task(sess: session.Session, task: hbDNNTask, model: CompiledModel,
     layers = [*prefix, *model_plan.subgraphs[index]]
     spans = model.function_calls.get(index)
     if prefix and spans is not None:
-        k = len(prefix)
-        spans = [(0, spans[0][1] + k), *((a + k, b + k) for a, b in spans[1:])]
+        spans = timing.with_prefix(spans, len(prefix))
     return sess.soc.bpu.model_task(
         f"{task.name} m{number} bpu{index}", layers, spans=spans,
         resident_weights=model_plan.resident, core=task.core, priority=task.priority,
@@ -433,8 +433,8 @@ def run_bpu(sess: session.Session, task: hbDNNTask, parts: Sequence[BpuPart],
         mark = [-1, -1]
         spans.append(mark)
         part = _bpu_task(sess, task, model, model_plan, number, index, prefix).stages
-        part[0] = Stage(part[0].name, _marked(part[0].body, mark, 0))
-        part[-1] = Stage(part[-1].name, _marked(part[-1].body, mark, 1))
+        part[0] = replace(part[0], body=_marked(part[0].body, mark, 0))
+        part[-1] = replace(part[-1], body=_marked(part[-1].body, mark, 1))
         stages += part
     name = f"{task.name} bpu" if len(parts) > 1 else \
         f"{task.name} m{parts[0][2]} bpu{parts[0][3]}"

@@ -11,7 +11,9 @@ A task is a sequence of stages. A stage is either a fixed duration in picosecond
 SimPy generator function that does the work (waits for DMA, DDR, ...). A long stage may
 offer preemption points of its own (between the tiles of a DSP operator): it asks
 `slot.preempt_requested()` and, when a preemptor waits, stops early and returns the body
-that continues its work; the task then yields the core as at a stage boundary. Submitting
+that continues its work; the task then yields the core as at a stage boundary (a core
+group may charge for saving the task's state then, and restoring it when the task
+resumes: `_switched_out`, `_resumed`). Submitting
 returns at once; the task's `done` event fires when its last stage ends, or when a stage
 fails with a `TaskError` (the task keeps the message in `error`; the core goes on).
 """
@@ -188,6 +190,15 @@ class CoreGroup(Component):
             t.priority >= PRIORITY_PREEMPT and t.core in (ANY_CORE, core) for t in self._pending
         )
 
+    def _switched_out(self, slot: CoreSlot, task: Task) -> Generator[simpy.Event, Any, None]:
+        """What the core does when `task` gives it up to a preemptor, before that one
+        starts: nothing here (the BPU saves the task's on-chip feature maps)."""
+        yield from ()
+
+    def _resumed(self, slot: CoreSlot, task: Task) -> Generator[simpy.Event, Any, None]:
+        """What the core does before it goes on with a preempted `task`: nothing here."""
+        yield from ()
+
     def _run(self, core: int, task: Task) -> Generator[simpy.Event, Any, None]:
         slot = self.slots[core]
         began = self.env.now
@@ -196,6 +207,8 @@ class CoreGroup(Component):
         task.ran_on.append(core)
         if self.start_overhead_ps:
             yield self.env.timeout(self.start_overhead_ps)
+        if task.preemptions:
+            yield from self._resumed(slot, task)
         while task.next_stage < len(task.stages):
             stage = task.stages[task.next_stage]
             stage_start = self.env.now
@@ -221,6 +234,7 @@ class CoreGroup(Component):
             if task.next_stage < len(task.stages) and self._preempt_wanted(core, task):
                 task.preemptions += 1
                 self.count("preemptions")
+                yield from self._switched_out(slot, task)
                 break
         end = self.env.now
         self.busy_ps[core] += end - began

@@ -1,6 +1,7 @@
 """The BPU cores run function calls; timelines are exact in picoseconds."""
 
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -83,6 +84,68 @@ def test_a_task_is_one_stage_per_function_call_and_preempts_only_between_them():
     assert high.started_ps == first_fc  # it waited for the FC in flight, not the task
     assert high.finished_ps == first_fc + 5000 + 1_000_000 + 100_000 + 20_000_000
     assert low.finished_ps > high.finished_ps
+
+
+def _chain(names: str, count: int, *sram: str) -> tuple[Soc, list[LayerGroup]]:
+    """A chain of `count` 1x1 convs whose 10 kB maps stay on chip where they fit; the
+    last one's output goes to DDR."""
+    model = [_layer(f"{names}{i}", 10, 100, src=f"{names}in" if i == 0 else f"{names}{i - 1}")
+             for i in range(count)]
+    return _soc(*sram), [replace(lg, leaves=i == count - 1) for i, lg in enumerate(model)]
+
+
+def _preempted(soc: Soc, model: list[LayerGroup], cut: list[tuple[int, int]],
+               urgent: list[LayerGroup]) -> tuple[Any, Any]:
+    low = soc.bpu.model_task("low", model, spans=cut)
+    high = soc.bpu.model_task("high", urgent, priority=255)
+    soc.bpu.submit(low)
+
+    def later() -> Generator[simpy.Event, Any, None]:
+        yield soc.env.timeout(5_000_000)  # in low's first FC
+        soc.bpu.submit(high)
+
+    soc.env.process(later())
+    soc.run()
+    return low, high
+
+
+def test_an_fc_boundary_costs_its_overhead_and_a_preemption_only_what_must_leave():
+    soc, model = _chain("l", 4)
+    cut = [(0, 2), (2, 4)]
+    times = []
+    for spans in (None, cut):
+        alone = _soc()
+        task = alone.bpu.model_task("low", model, spans=spans)
+        alone.bpu.submit(task)
+        alone.run()
+        times.append(task.finished_ps)
+        assert "spill_bytes" not in alone.bpu.stats()
+    assert times[1] == times[0] + 1_000_000  # one more FC overhead, no DDR traffic
+    # A preemptor whose maps fit next to the 10 kB l1 leaves them on chip.
+    calls = function_calls(model, soc.config.bpu, cut)
+    assert [c.spill_bytes for c in calls] == [10_000, 0]
+    low, high = _preempted(soc, model, cut, _chain("h", 2)[1])
+    assert high.started_ps == 5000 + calls[0].time_ps
+    assert low.finished_ps == high.finished_ps + 5000 + calls[1].time_ps
+    assert "spill_bytes" not in soc.bpu.stats()
+
+
+def test_a_preempted_boundary_spills_what_the_preemptor_needs_and_reloads_it():
+    # 15 kB of SRAM: l2's 10 kB map is on chip at the cut, and the preemptor keeps its own
+    # 10 kB h0 there: 5 kB of l2 go to DDR (5 us at the port) before it starts.
+    soc, model = _chain("l", 4, "bpu.sram_bytes=15000")
+    urgent = _chain("h", 2)[1]
+    cut = [(0, 3), (3, 4)]
+    calls = function_calls(model, soc.config.bpu, cut)
+    assert [c.spill_bytes for c in calls] == [10_000, 0]
+    assert function_calls(urgent, soc.config.bpu)[0].sram_bytes == 10_000
+    low, high = _preempted(soc, model, cut, urgent)
+    spill_ps = 5_000_000
+    assert high.started_ps == 5000 + calls[0].time_ps + spill_ps
+    # low resumes: its start, the reload of what was spilled, then its second FC
+    assert low.finished_ps == high.finished_ps + 5000 + spill_ps + calls[1].time_ps
+    stats = soc.bpu.stats()
+    assert stats["spill_bytes"] == stats["reload_bytes"] == 5000
 
 
 def test_resnet50_runs_timing_only_one_event_set_per_layer_group():

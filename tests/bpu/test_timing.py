@@ -3,15 +3,20 @@ import dataclasses
 import pytest
 
 from emu.bpu.timing import (
+    CHANNELS,
+    ROWS,
     LayerGroup,
     TensorRef,
     compute_cycles,
     function_calls,
+    input_rows,
     layer_costs,
+    layer_part,
     layout_bytes,
     padded_macs,
     plan_residency,
     split_function_calls,
+    with_prefix,
 )
 from emu.soc.config import load_config
 
@@ -159,36 +164,115 @@ def test_split_function_calls_keeps_each_call_under_the_limit():
     assert [lg.name for lg in one.layers] == [f"l{i}" for i in range(6)]
     whole = one.time_ps
     assert split_function_calls(layers, BPU, whole) == [(0, 6)]
-    for limit in (whole - 1, whole // 2, whole // 3, one.costs[1].time_ps, 1):
+    for limit in (whole - 1, whole // 2, whole // 3, one.costs[1].time_ps,
+                  one.costs[1].time_ps // 4):
         spans = split_function_calls(layers, BPU, limit)
-        assert len(spans) > 1 and spans[0][0] == 0 and spans[-1][1] == 6
         calls = function_calls(layers, BPU, spans)
-        for k, ((start, end), call) in enumerate(zip(spans, calls, strict=True)):
-            # each FC (costed as it runs: its overhead, crossing feature maps through DDR)
-            # is within the limit unless it is a single layer group ...
-            assert end - start == 1 or call.time_ps <= limit
-            if k + 1 < len(spans):  # ... and as long as the limit allows
-                longer = [*spans[:k], (start, end + 1), (end + 1, spans[k + 1][1]),
-                          *spans[k + 2:]]
-                longer = [s for s in longer if s[1] > s[0]]
-                assert function_calls(layers, BPU, longer)[k].time_ps > limit
+        assert len(calls) > 1 and all(call.time_ps <= limit for call in calls)
+        for k in range(len(spans) - 1):  # whole layer groups: as many as the limit allows
+            if len(spans[k]) == len(spans[k + 1]) == 2:
+                assert calls[k].time_ps + calls[k + 1].costs[0].time_ps > limit
+    # l1 (4.2 us of compute) is longer than a quarter of itself: cut into parts
+    quarter = split_function_calls(layers, BPU, one.costs[1].time_ps // 4)
+    assert [span for span in quarter if len(span) == 5 and span[0] == 1]
+
+
+def test_an_fc_boundary_moves_nothing_when_the_maps_stay_on_chip():
+    layers = chain([64] * 5 + [1])
+    (one,) = function_calls(layers, BPU)
     pairs = [(0, 2), (2, 4), (4, 6)]
     calls = function_calls(layers, BPU, pairs)
-    # A tensor crossing an FC boundary goes through DDR: the cut costs traffic.
+    # The crossing maps stay in the SRAM: every layer group costs what it does uncut.
+    assert [c for call in calls for c in call.costs] == list(one.costs)
+    assert sum(c.read_bytes + c.written_bytes for call in calls for c in call.costs) == \
+        1024 + 1024
+    fc = dataclasses.replace(BPU, fc_overhead_cycles=500)
+    assert sum(c.time_ps for c in function_calls(layers, fc, pairs)) == \
+        function_calls(layers, fc)[0].time_ps + 2 * 500_000
+    # ... and are what a task switched out at the boundary spills.
     crossing = 64 * 32 * 32
-    assert [c.costs[-1].written_bytes for c in calls] == [crossing, crossing, 1024]
-    assert [c.costs[0].read_bytes for c in calls] == [1024, crossing, crossing]
+    assert [c.spill_bytes for c in calls] == [crossing, crossing, 0]
+    assert [c.sram_bytes for c in calls] == [2 * crossing] * 3  # l1, l3, l4: two maps
+    # A map the SRAM cannot hold at the boundary is in DDR with or without the cut, and
+    # only the one that is on chip is spilled: t0, t2, t4 fit next to their neighbours.
+    small = dataclasses.replace(BPU, sram_bytes=100 * KIB)
+    assert plan_residency(layers, small) == {"t0", "t2", "t4"}
+    (one,) = function_calls(layers, small)
+    calls = function_calls(layers, small, [(0, 1), (1, 2), (2, 6)])
+    assert [c for call in calls for c in call.costs] == list(one.costs)
+    assert [c.spill_bytes for c in calls] == [crossing, 0, 0]
 
 
-def test_a_layer_longer_than_the_limit_is_a_call_of_its_own():
-    assert split_function_calls(chain([256, 256]), BPU, max_time_ps=1) == [(0, 1), (1, 2)]
+def test_a_layer_group_longer_than_the_limit_becomes_row_bands_with_their_halo():
+    # A 3x3 conv between DDR maps of 64 KiB, bound by its DDR traffic (131 us).
+    layer = conv("c", fmap("x", 64, 16), fmap("y", 64, 16), k=3, leaves=True)
+    (whole,) = function_calls([layer], BPU)
+    limit = whole.time_ps // 3
+    spans = split_function_calls([layer], BPU, limit)
+    assert len(spans) > 1 and all(span[:3] == (0, 1, ROWS) for span in spans)
+    assert [span[3] for span in spans] == [span[4] for span in [(0, 0, 0, 0, 0), *spans[:-1]]]
+    assert spans[-1][4] == 64
+    calls = function_calls([layer], BPU, spans)
+    assert all(call.time_ps <= limit for call in calls)
+    parts = [call.layers[0] for call in calls]
+    assert sum(part.macs for part in parts) == layer.macs
+    row = 64 * 16
+    # Each band writes its rows and reads them with the kernel's halo (2 rows).
+    assert [c.written_bytes for call in calls for c in call.costs] == \
+        [(span[4] - span[3]) * row for span in spans]
+    assert [c.read_bytes for call in calls for c in call.costs] == \
+        [min(64, span[4] - span[3] + 2) * row for span in spans]
+    assert [input_rows(layer, layer.inputs[0], r) for r in (1, 5, 64)] == [3, 7, 64]
+    # A one-row band fits any limit above its own time; below it, bands are one row.
+    assert len(split_function_calls([layer], BPU, 1)) == 64
+    # A layer group whose op cannot be cut stays one FC.
+    assert split_function_calls([dataclasses.replace(layer, split_axes=())], BPU,
+                                limit) == [(0, 1)]
+
+
+def test_a_layer_group_bound_by_its_weights_becomes_tiles_of_output_channels():
+    # 590 KB of 3x3 weights streamed from DDR for an 8x8 map: every row band would read
+    # them all, a tile of channels reads its share (and the whole 16 KiB input).
+    layer = conv("c", fmap("x", 8, 256), fmap("y", 8, 256), k=3,
+                 weights=256 * 256 * 9, leaves=True)
+    (whole,) = function_calls([layer], BPU)
+    limit = whole.time_ps // 4
+    spans = split_function_calls([layer], BPU, limit)
+    assert len(spans) > 1 and all(span[:3] == (0, 1, CHANNELS) for span in spans)
+    calls = function_calls([layer], BPU, spans)
+    assert all(call.time_ps <= limit for call in calls)
+    assert sum(call.layers[0].weight_bytes for call in calls) == layer.weight_bytes
+    assert all(call.costs[0].read_bytes == call.layers[0].weight_bytes + 8 * 8 * 256
+               for call in calls)
+    tile = layer_part(layer, CHANNELS, 0, 16)
+    assert (tile.output.c, tile.inputs[0].c, tile.cin) == (16, 256, 256)
+    dw = dataclasses.replace(layer, op_class="depthwise", cin=1, groups=256)
+    assert layer_part(dw, CHANNELS, 0, 16).inputs[0].c == 16
+
+
+def test_a_layer_longer_than_the_limit_that_no_cut_shortens_is_a_call_of_its_own():
+    whole = [dataclasses.replace(lg, split_axes=()) for lg in chain([256, 256])]
+    assert split_function_calls(whole, BPU, max_time_ps=1) == [(0, 1), (1, 2)]
     fc = dataclasses.replace(BPU, fc_overhead_cycles=500)
     assert function_calls(chain([4]), fc)[0].time_ps == function_calls(
         chain([4]), BPU)[0].time_ps + 500_000
     with pytest.raises(ValueError, match="negative"):
         split_function_calls(chain([4]), BPU, -1)
-    with pytest.raises(ValueError, match="consecutive"):
-        function_calls(chain([4, 4, 4]), BPU, [(0, 1), (2, 3)])
+    for bad in ([(0, 1), (2, 3)], [(0, 1), (1, 2, ROWS, 0, 16), (2, 3)],
+                [(0, 1), (1, 2, ROWS, 0, 16), (1, 2, CHANNELS, 16, 32), (2, 3)],
+                [(0, 1), (1, 2, ROWS, 0, 16), (1, 2, ROWS, 20, 32), (2, 3)]):
+        with pytest.raises(ValueError, match="consecutive"):
+            function_calls(chain([4, 4, 4]), BPU, bad)
+    with pytest.raises(ValueError, match="cannot be cut"):
+        function_calls(whole, BPU, [(0, 1, ROWS, 0, 32), (1, 2)])
+    good = [(0, 1), (1, 2, ROWS, 0, 16), (1, 2, ROWS, 16, 32), (2, 3)]
+    assert len(function_calls(chain([4, 4, 4]), BPU, good)) == 4
+
+
+def test_a_prefix_joins_the_first_call_unless_that_is_a_part():
+    assert with_prefix([(0, 2), (2, 3)], 1) == [(0, 3), (3, 4)]
+    assert with_prefix([(0, 1, ROWS, 0, 4), (0, 1, ROWS, 4, 8), (1, 2)], 2) == [
+        (0, 2), (2, 3, ROWS, 0, 4), (2, 3, ROWS, 4, 8), (3, 4)]
 
 
 def test_bad_layer_groups_are_refused():

@@ -105,10 +105,17 @@ def test_max_time_per_fc_cuts_function_calls(mobilenet):
     cut = _compile(zoo.build("mobilenetv2", (32, 32)), max_time_per_fc_us=limit_us)
     (_, cut_calls), = cut.calls(SOC)
     assert len(cut_calls) >= 8
-    longest = max(c.time_ps for c in cut_calls if len(c.layers) > 1)
-    assert longest <= limit_us * 1e6
-    # Every FC boundary costs: more FCs, a longer estimate.
+    assert max(c.time_ps for c in cut_calls) <= limit_us * 1e6
+    # Every FC boundary costs its overhead: more FCs, a longer estimate.
     assert cut.estimate(SOC).latency_ms > whole.latency_ms
+    # Below its longest layer group the cut has parts of layer groups, which the file keeps.
+    fine = compiler.cut(cut, limit_us / 4, SOC)
+    (spans,) = fine.function_calls.values()
+    assert any(len(span) == 5 for span in spans)
+    (_, fine_calls), = fine.calls(SOC)
+    assert max(c.time_ps for c in fine_calls) <= limit_us / 4 * 1e6
+    (loaded,) = compiler.load_bytes(compiler.dumps([fine]), "test")
+    assert loaded.function_calls == fine.function_calls
 
 
 def test_batch_is_compiled_in(mobilenet):

@@ -245,6 +245,8 @@ ROWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "vdsp.idma.queue_depth": ("4", "idma_queue", ()),
     "vdsp.idma.bytes_per_cycle": ("4", "pointcloud", ()),
     "vdsp.idma.descriptor_latency_cycles": ("5000", "pointcloud", ()),
+    "vdsp.rpc_mode": ("direct", "pointcloud", ()),
+    "vdsp.relay_hop_ps": ("1ms", "pointcloud", ()),
     "vdsp.rpc_submit_ps": ("1ms", "pointcloud", ()),
     "vdsp.rpc_return_ps": ("1ms", "pointcloud", ()),
     "vdsp.operator_dispatch_cycles": ("100000", "pointcloud", ()),

@@ -579,8 +579,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         _emit_json(report)
         return EXIT_OK
     print(provenance_line(prov))
-    rows = [(t["target"], t["measured"], t["predicted"], t["unit"], f"{t['error']:+.1%}",
-             f"{t['tolerance']:.0%}", "yes" if t["within"] else "NO") for t in report["targets"]]
+    rows = [(t["target"] + ("" if t["fitted"] else " (not fitted)"), t["measured"],
+             t["predicted"], t["unit"], f"{t['error']:+.1%}", f"{t['tolerance']:.0%}",
+             "yes" if t["within"] else "NO") for t in report["targets"]]
     print(render(["target", "measured", "predicted", "unit", "error", "tolerance", "within"],
                  rows, title=f"J5 calibration, preset {args.preset}"))
     stats = report["frame_statistics"]

@@ -9,12 +9,12 @@
 
 `input_mem` and `output_mem` are `hbSysMem` buffers of the session's pool; they cannot be
 freed until the task is done. An RPC costs the calling thread the API call; the message
-reaches the DSP queue `vdsp.rpc_submit_ps` later; the operator runs on a core chosen by
+travels to the DSP queue and back as `emu.vdsp.rpc` models it (the relay server's hops in
+relay mode, the kernel channel both ways); the operator runs on a core chosen by
 `dspCoreId` (any, core 0, core 1) in the order of the priority queue (priority 0-255, 255
-preempting at tile boundaries, then customId, then arrival); the caller sees completion
-`vdsp.rpc_return_ps` after the operator ends. A task handle belongs to its session; it is
-refused once released, by another session, or after its session closed. Misuse returns an
-error code and changes nothing.
+preempting at tile boundaries, then customId, then arrival). A task handle belongs to its
+session; it is refused once released, by another session, or after its session closed.
+Misuse returns an error code and changes nothing.
 """
 
 from __future__ import annotations
@@ -178,13 +178,11 @@ def rpc(input_mem: Any, output_mem: Any, ctrl: Any, also_pinned: tuple[PoolBuffe
 
 def _deliver(sess: session.Session, task: Task, buffers: tuple[PoolBuffer, ...],
              completed: simpy.Event) -> Generator[simpy.Event, Any, None]:
-    cfg = sess.soc.config.vdsp
-    env = sess.soc.env
-    yield env.timeout(cfg.rpc_submit_ps)
-    yield sess.soc.vdsp.submit(task)
-    for buf in buffers:
-        sess.soc.pool.unpin(buf)
-    yield env.timeout(cfg.rpc_return_ps)
+    def unpin() -> None:
+        for buf in buffers:
+            sess.soc.pool.unpin(buf)
+
+    yield from sess.soc.vdsp.rpc.round_trip(task, unpin)
     completed.succeed()
 
 

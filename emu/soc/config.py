@@ -281,6 +281,9 @@ class IdmaConfig:
         "fixed cost of one descriptor (fetch, setup, completion)")
 
 
+RPC_MODES = ("relay", "direct")  # how hbDSP reaches the DSP (`emu.vdsp.rpc`)
+
+
 @dataclass(frozen=True)
 class VdspConfig:
     """The Vision-P6-style vDSP cores."""
@@ -301,8 +304,14 @@ class VdspConfig:
         "fixed cost of entering a kernel on a tile (prologue, loop setup)")
     tcm: TcmConfig = param("block", "local data RAM (TCM) of each core")
     idma: IdmaConfig = param("block", "iDMA engine of each core")
+    rpc_mode: str = param(
+        "name", "how the program reaches the DSP: through the relay server process (relay) "
+        "or the kernel channel itself (direct)", choices=RPC_MODES)
+    relay_hop_ps: int = _time(
+        "one message between the program and the relay server (twice per RPC in relay "
+        "mode)")
     rpc_submit_ps: int = _time(
-        "ARM-to-DSP RPC message: from hbDSPRpc until the DSP queue holds the task")
+        "ARM-to-DSP RPC message: from the kernel channel until the DSP queue holds the task")
     rpc_return_ps: int = _time(
         "DSP-to-ARM completion: from the task's end until the waiting host sees it")
     operator_dispatch_cycles: int = _cycles(

@@ -120,6 +120,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
         "results.pipelines.*.priority", "results.pipelines.*.period_ms",
         "results.pipelines.*.frames", "results.pipelines.*.latency_ms.*",
         "results.pipelines.*.deadline_misses", "results.pipelines.*.stages_ms.*",
+        "results.pipelines.*.model_time.by_kind_ms.*", "results.pipelines.*.model_time.dominant",
         "results.pipelines.*.per_frame.*.*", "results.busy_ms.*.*",
         "results.utilisation.*.*", "results.sim_time_ms", *_SESSION)),
     Command("dv run", ("dv", "run"), (

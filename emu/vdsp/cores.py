@@ -28,6 +28,7 @@ from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
 from emu.vdsp import isa, timing
 from emu.vdsp.idma import IdmaChannel
+from emu.vdsp.rpc import RpcPath
 from emu.vdsp.tcm import Tcm
 
 
@@ -108,6 +109,8 @@ class VdspCores(CoreGroup):
         self.ddr = ddr
         self.hw = [VdspCore(i, self, env, cfg, clock, ddr, pool, recorder)
                    for i in range(cfg.cores)]
+        self.rpc = RpcPath("rpc", self, env, cfg, self, recorder)
+        """The message path from the ARM program to this queue and back."""
 
     def _accepts(self, core: int) -> bool:
         return self.hw[core].online

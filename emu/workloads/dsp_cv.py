@@ -1,9 +1,11 @@
 """Workload `emu dsp cv`: the DSP's CV operators on an image, as the board's sample runs them.
 
-The host program is the sample's: put the image in a cached pool buffer, clean it, call the
-operator's `hbDSP<Name>` with its parameter struct, wait, invalidate the output and read it.
-`run_op` does that for one operator in the current session and reports where the simulated
-time went (the RPC from call to return; iDMA in and out; the kernels' compute) with the
+The host program is the sample's: put the image in a cached pool buffer; then, between its
+"rpc begin" and "rpc finish" log lines, clean the source buffers, call the operator's
+`hbDSP<Name>` with its parameter struct, wait, and invalidate the destination; then read
+it. `run_op` does that for one operator in the current session and reports where the
+simulated time went (`rpc_ms`: that window, which the board's logged round trips in
+`shared/calibration/j5_cv.md` measure; iDMA in and out; the kernels' compute) with the
 cycles, bytes, tiles and TCM high-water mark behind it. `sample_inputs` makes an operator's
 inputs from one picture (grey or RGB as the operator takes; maps and matrices it needs are
 part of its defaults), so `emu dsp cv --all` can run every operator on one image.
@@ -30,13 +32,12 @@ def _ms(ps: int) -> float:
 
 
 def _image(array: npt.NDArray, nv12: bool = False) -> tuple[hbdsp_cv.hbDSPImage, hbsys.hbSysMem]:
-    """A cached pool buffer holding `array` (cleaned), and its hbDSPImage."""
+    """A cached pool buffer holding `array` (not yet cleaned), and its hbDSPImage."""
     mem = hbsys.hbSysMem()
     if hbsys.hbSysAllocCachedMem(mem, max(array.nbytes, 1)) != 0:
         raise InputError(f"the pool cannot hold a {array.nbytes} B image (mem.pool_bytes)")
     assert mem.virAddr is not None
     mem.virAddr[:] = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
-    hbsys.hbSysFlushMem(mem, hbsys.HB_SYS_MEM_CACHE_CLEAN)
     im = hbdsp_cv.hbDSPImage()
     im.mem = mem
     if nv12:
@@ -83,19 +84,22 @@ def run_op(op: cv.CvOp, inputs: Sequence[npt.NDArray], values: dict[str, Any], *
     ctrl = hbdsp.hbDSPRpcCtrlParam()
     hbdsp.HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
     ctrl.dspCoreId = CORES[core]
-    call = host.now_ps
+    call = host.now_ps  # "rpc begin"
+    for _, mem in images:
+        hbsys.hbSysFlushMem(mem, hbsys.HB_SYS_MEM_CACHE_CLEAN)
     rc, task = getattr(hbdsp_cv, f"hbDSP{op.c_name}")(*(im for im, _ in images), dst, param,
                                                       ctrl)
     if rc != 0 or task is None:
         raise InputError(f"hbDSP{op.c_name}: {hbdsp.hbDSPGetErrorDesc(rc)}")
     rc = hbdsp.hbDSPWaitTaskDone(task, 0)
-    rpc_ps = host.now_ps - call
+    if rc == 0:
+        hbsys.hbSysFlushMem(dst_mem, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
+    rpc_ps = host.now_ps - call  # "rpc finish"
     ran_on = task.task.ran_on[-1] if task.task.ran_on else None
     error = task.error
     hbdsp.hbDSPReleaseTask(task)
     if rc != 0:
         raise InputError(f"{op.name}: {error or hbdsp.hbDSPGetErrorDesc(rc)}")
-    hbsys.hbSysFlushMem(dst_mem, hbsys.HB_SYS_MEM_CACHE_INVALIDATE)
     assert dst_mem.virAddr is not None
     result = np.frombuffer(dst_mem.virAddr[: out.nbytes].tobytes(), dtype).reshape(shape)
     total_ps = host.now_ps - started

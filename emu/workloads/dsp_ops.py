@@ -17,6 +17,7 @@ import numpy as np
 from emu.errors import InputError
 from emu.runtime import hbdsp, hbsys, session
 from emu.soc.clock import PS_PER_MS, Clock
+from emu.vdsp import rpc
 from emu.vdsp.ops import nn
 from emu.vdsp.ops.tensor_args import (
     MODE_SCALE,
@@ -185,7 +186,7 @@ def execute(run: DspRun) -> dict[str, Any]:
         "op": run.op,
         "shape": list(run.shape),
         "rpcs": calls,
-        "rpc_overhead_ms": _ms(cfg.rpc_submit_ps + cfg.rpc_return_ps + dispatch_ps),
+        "rpc_overhead_ms": _ms(rpc.message_ps(cfg) + dispatch_ps),
         "cores": cores,
         "calls_ms": _ms(rpcs_done - first_rpc),
         "total_ms": _ms(host.now_ps - started),

@@ -151,6 +151,8 @@ class _Frame:
     arrival_ps: int
     latency_ps: int = 0
     parts: dict[str, int] = dataclasses.field(default_factory=dict)
+    model_kinds: dict[str, int] = dataclasses.field(default_factory=dict)
+    """The model's busy time by kind of work (its task's segments: bpu, quantize, ...)."""
 
 
 def _check(rc: int, what: str) -> None:
@@ -200,6 +202,9 @@ class _Pipeline:
             frame.parts["bpu_queue"] = sum(s["pending_ps"] for s in bpu)
             frame.parts["model_cpu"] = sum(s["busy_ps"] for s in task.segments) \
                 - frame.parts["bpu"]
+            for s in task.segments:
+                frame.model_kinds[s["kind"]] = frame.model_kinds.get(s["kind"], 0) \
+                    + s["busy_ps"]
             _check(hbdnn.hbDNNReleaseTask(task), f"{self.name} frame {index}: release")
             self.frames.append(frame)
             self.on_frame()
@@ -325,6 +330,28 @@ def latency_summary(values: list[int]) -> dict[str, float]:
             "min": _ms(min(values))}
 
 
+# What each kind of an hbDNN task's work is, for "where the time goes".
+KIND_LABELS = {
+    "bpu": "the BPU", "quantize": "A55 quantising float inputs",
+    "dequantize": "A55 dequantising outputs", "layout": "A55 layout changes (NCHW <-> NHWC)",
+    "pad": "A55 padding NV12 rows", "cache": "A55 cache maintenance",
+    "cpu": "A55 operators the BPU cannot run", "dsp": "DSP operators",
+}
+
+
+def where_time_goes(pipeline: _Pipeline) -> dict[str, Any]:
+    """The model's mean busy time per frame by kind of work, largest first, and the kind
+    that dominates it."""
+    n = len(pipeline.frames)
+    kinds: dict[str, int] = {}
+    for f in pipeline.frames:
+        for kind, ps in f.model_kinds.items():
+            kinds[kind] = kinds.get(kind, 0) + ps
+    ordered = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {"by_kind_ms": {k: _ms(ps / n) for k, ps in ordered},
+            "dominant": ordered[0][0] if ordered else None}
+
+
 def _pipeline_results(pipeline: _Pipeline) -> dict[str, Any]:
     lat = [f.latency_ps for f in pipeline.frames]
     splits = [_split(pipeline, f) for f in pipeline.frames]
@@ -335,6 +362,7 @@ def _pipeline_results(pipeline: _Pipeline) -> dict[str, Any]:
         "latency_ms": latency_summary(lat),
         "deadline_misses": sum(1 for x in lat if x > pipeline.period_ps),
         "stages_ms": {key: _ms(sum(s[key] for s in splits) / n) for key in splits[0]},
+        "model_time": where_time_goes(pipeline),
         "per_frame": [{"frame": f.index, "arrival_ms": _ms(f.arrival_ps),
                        "latency_ms": _ms(f.latency_ps),
                        **{f"{key}_ms": _ms(ps) for key, ps in s.items()}}
@@ -384,6 +412,14 @@ def summary(results: dict[str, Any]) -> tuple[str, list[str], list[tuple[Any, ..
              f"BPU core)",
              f"models: {models}",
              f"utilisation per core: {util}; simulated {results['sim_time_ms']:.3f} ms"]
+    for q in results["pipelines"]:
+        # Say so when the model's time goes mostly to something other than the BPU.
+        by_kind, top = q["model_time"]["by_kind_ms"], q["model_time"]["dominant"]
+        if top not in (None, "bpu"):
+            notes.append(f"where the time goes: {q['pipeline']}'s model is busy "
+                         f"{sum(by_kind.values()):.3f} ms a frame, most of it "
+                         f"{KIND_LABELS.get(top, top)} ({by_kind[top]:.3f} ms); the BPU "
+                         f"{by_kind.get('bpu', 0.0):.3f} ms")
     title = (f"perception: {p['cameras']} camera(s) at {p['fps']:g} FPS "
              f"({'together' if p['sync'] else 'staggered'}), LiDAR at {p['lidar_hz']:g} Hz "
              f"({p['points']} points), {p['seconds']:g} s")

@@ -15,15 +15,20 @@ from emu.cli.main import main
 from emu.soc.config import get_path, load_config
 from emu.workloads.pointcloud import calibration
 
-# d log(target) / d log(param) of each candidate, rows as calibration.TARGETS: roughly who
-# sees what on the board.
+# d log(target) / d log(param) of each candidate, rows as calibration.TARGETS then
+# calibration.CHECKS (seven point-cloud figures, then the CV round trips): roughly who sees
+# what on the board.
+_CV = len(calibration.TARGETS) + len(calibration.CHECKS) - 7
 EXPONENTS = {
-    "cpu.cache_op_cycles": [0.2, 0.1, 0.3, 0.2, 0.0, 0.2, 0.0],
-    "vdsp.rpc_submit_ps": [0.5, 0.0, 0.6, 0.3, 0.0, 0.3, 0.0],
-    "ddr.latency_ps": [0.0, 0.8, 0.0, 0.4, 0.9, 0.4, 0.5],
-    "vdsp.fdiv_cycles": [0.3, 0.0, 0.1, 0.1, 0.0, 0.1, 0.0],
-    "cpu.freq_hz": [-0.1, -0.5, -0.1, -0.3, -0.8, -0.3, 0.0],
-    "cpu.fpcr_write_cycles": [0.0, 0.0, 0.0, 0.0, 0.6, 0.0, 0.1],
+    "cpu.cache_op_cycles": [0.2, 0.1, 0.3, 0.2, 0.0, 0.2, 0.0] + [0.15] * _CV,
+    "vdsp.rpc_submit_ps": [0.5, 0.0, 0.6, 0.3, 0.0, 0.3, 0.0] + [0.2] * _CV,
+    "vdsp.relay_hop_ps": [0.05, 0.0, 0.1, 0.05, 0.0, 0.05, 0.0] + [0.4 + 0.05 * k
+                                                                  for k in range(_CV)],
+    "vdsp.idma.bytes_per_cycle": [-0.1, 0.0, -0.2, -0.05, 0.0, -0.05, 0.0] + [-0.05] * _CV,
+    "ddr.latency_ps": [0.0, 0.8, 0.0, 0.4, 0.9, 0.4, 0.5] + [0.0] * _CV,
+    "vdsp.fdiv_cycles": [0.3, 0.0, 0.1, 0.1, 0.0, 0.1, 0.0] + [0.0] * _CV,
+    "cpu.freq_hz": [-0.1, -0.5, -0.1, -0.3, -0.8, -0.3, 0.0] + [-0.1] * _CV,
+    "cpu.fpcr_write_cycles": [0.0, 0.0, 0.0, 0.0, 0.6, 0.0, 0.1] + [0.0] * _CV,
 }
 
 
@@ -35,12 +40,13 @@ def _fake_predict(frame_set, preset="j5", overrides=(), config_file=None, progre
     # (times a small miss) at the preset's values.
     base = [math.log(float(get_path(load_config(preset).soc, key))) for key in keys]
     out = {}
-    for i, t in enumerate(calibration.TARGETS):
+    everything = (*calibration.TARGETS, *calibration.CHECKS)
+    for i, t in enumerate(everything):
         exponent = sum(EXPONENTS[key][i] * (lv - b)
                        for key, lv, b in zip(keys, logs, base, strict=True))
         out[t.name] = t.measured * (1.02 + 0.01 * i) * math.exp(exponent)
         if progress is not None:
-            progress(i + 1, len(calibration.TARGETS), "fake")
+            progress(i + 1, len(everything), "fake")
     rows = [{"points_read": 300_000, "points_valid": 290_000 + k, "points_kept": 80_000,
              "pillars": 10_000 + k} for k in range(3)]
     return out, {"frames": rows}
@@ -73,9 +79,13 @@ def test_cross_validate_json(capsys, fake_model):
     fit = doc["fit"]
     keys = [p.key for p in calibration.FREE_PARAMETERS]
     assert [p["key"] for p in fit["parameters"]] == keys
-    assert fit["targets_independent"] == 5 and fit["targets_total"] == 7
+    total = len(calibration.TARGETS)
+    assert fit["targets_independent"] == total - 2 and fit["targets_total"] == total
     assert fit["determination"]["rank"] == len(keys)
-    assert len(fit["sensitivity"]["d_log_target_d_log_param"]) == 7
+    assert len(fit["sensitivity"]["d_log_target_d_log_param"]) == total
+    # A check is reported beside the targets, never fitted.
+    checks = [t for t in doc["targets"] if not t["fitted"]]
+    assert [t["target"] for t in checks] == [t.name for t in calibration.CHECKS]
     folds = {f["target"]: f for f in doc["cross_validation"]}
     assert set(folds) == {t.name for t in calibration.TARGETS}
     stage = "dsp2 dsp_stage1 (mean over frames)"
@@ -106,7 +116,8 @@ def test_cross_validate_text(capsys, fake_model):
     assert "J5 calibration, preset j5" in out  # the usual table first
     for needle in ("Free parameters", "Sensitivity d log(target) / d log(parameter)",
                    "Singular values", "condition number", "left-out error",
-                   "5 independent targets", "dependent: its parts are fitted"):
+                   f"{len(calibration.TARGETS) - 2} independent targets",
+                   "dependent: its parts are fitted", "(not fitted)"):
         assert needle in out, needle
 
 

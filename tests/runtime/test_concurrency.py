@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CMD_SLEEP = 0x1240
 SLEEP_PS = 1_000_000
 TIMED = ["cpu.api_call_ps=1000", "vdsp.rpc_submit_ps=100", "vdsp.rpc_return_ps=50",
-         "vdsp.operator_dispatch_cycles=0"]
+         "vdsp.operator_dispatch_cycles=0", "vdsp.rpc_mode=direct"]
 
 
 def _sleep(core, slot, inp, out) -> Generator:

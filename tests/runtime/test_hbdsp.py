@@ -47,7 +47,7 @@ def sess():
     ops.register(ops.Operator(CMD_FAIL, "fail", "always fails", _fail))
     yield session.start("j5", overrides=[
         "cpu.api_call_ps=0", "vdsp.rpc_submit_ps=100", "vdsp.rpc_return_ps=50",
-        "vdsp.operator_dispatch_cycles=0"])
+        "vdsp.operator_dispatch_cycles=0", "vdsp.rpc_mode=direct"])
     ops.unregister(CMD_SLEEP)
     ops.unregister(CMD_FAIL)
 
@@ -180,3 +180,36 @@ def test_a_fresh_process_knows_every_built_in_operator():
     status, listed = done.stdout.splitlines()
     assert status.startswith(f"0 {HB_DSP_TASK_FAILED} pointcloud stage 1: input does not start")
     assert listed == "[]"
+
+
+# The RPC path (emu.vdsp.rpc): the relay server's hops around the kernel channel.
+RELAYED = ["cpu.api_call_ps=0", "vdsp.rpc_submit_ps=100", "vdsp.rpc_return_ps=50",
+           "vdsp.operator_dispatch_cycles=0", "vdsp.rpc_mode=relay", "vdsp.relay_hop_ps=1000"]
+
+
+def _ping_times(overrides: list[str], threads: int) -> list[int]:
+    """When each of `threads` host threads, each sending one ping at time 0, sees it done."""
+    done: list[int] = []
+
+    with session.Session("j5", overrides=overrides) as s:
+        def body() -> None:
+            a, b = _mems()
+            _, task = hbDSPRpc(a, b, _ctrl(cmd=CMD_PING))
+            assert hbDSPWaitTaskDone(task, 0) == 0
+            done.append(s.thread().now_ps)
+            assert hbDSPReleaseTask(task) == 0
+
+        for i in range(threads):
+            s.spawn(body, name=f"t{i}")
+        s.run()
+    return sorted(done)
+
+
+def test_relay_mode_adds_a_hop_each_way_and_direct_mode_none():
+    assert _ping_times(RELAYED, 1) == [1000 + 100 + 50 + 1000]
+    assert _ping_times([*RELAYED, "vdsp.rpc_mode=direct"], 1) == [100 + 50]
+
+
+def test_relay_hops_are_latency_and_concurrent_calls_queue_only_for_the_cores():
+    assert _ping_times(RELAYED, 2) == [2150, 2150]
+    assert _ping_times([*RELAYED, "vdsp.rpc_mode=direct"], 2) == [150, 150]

@@ -254,8 +254,9 @@ def test_the_j5_free_parameters_are_few_bounded_and_reasoned():
     assert [b.key for b in bounds] == list(calibration.FREE)
     assert "cpu.fdiv_cycles" not in calibration.FREE
     independent = [t for t in calibration.TARGETS if not t.derived_from]
-    assert len(independent) == 5
+    assert len(independent) == 5 + len(calibration.cv_calibration.TARGETS)
     assert len(bounds) < len(independent)
+    assert not set(calibration.CHECKS) & set(calibration.TARGETS)
     # Every candidate's range is written in its unit, with a reason, and holds the preset's
     # value (a value outside it means a bound in the wrong unit, or a wrong value).
     resolved = load_config("j5")

@@ -57,7 +57,13 @@ def test_the_json_report_has_every_documented_field(capsys):
         ("cam0", "camera", 3), ("cam1", "camera", 3), ("lidar", "lidar", 2)]
     for p in pipelines:
         assert set(p) == {"pipeline", "kind", "priority", "period_ms", "frames", "latency_ms",
-                          "deadline_misses", "stages_ms", "per_frame"}
+                          "deadline_misses", "stages_ms", "model_time", "per_frame"}
+        # The model's busy time by kind adds up to its busy time; the BPU's part is the
+        # split's.
+        by_kind = p["model_time"]["by_kind_ms"]
+        assert p["model_time"]["dominant"] == max(by_kind, key=lambda k: by_kind[k])
+        bpu_key = "bpu" if p["kind"] == "camera" else "backbone_bpu"
+        assert by_kind["bpu"] == pytest.approx(p["stages_ms"][bpu_key], abs=1e-5)
         assert set(p["latency_ms"]) == LATENCY_KEYS
         assert set(p["stages_ms"]) == SPLITS[p["kind"]]
         lat = [f["latency_ms"] for f in p["per_frame"]]
@@ -150,3 +156,17 @@ def test_params_refuse_what_the_command_line_cannot_say():
         PerceptionParams(lidar_hz=float("nan"))
     with pytest.raises(ValueError, match="points"):
         PerceptionParams(points=300_001)
+
+
+def test_where_the_time_goes_names_the_largest_kind_of_work():
+    from types import SimpleNamespace
+
+    from emu.workloads.perception import _Frame, where_time_goes
+
+    frames = [_Frame(0, 0, model_kinds={"bpu": 2_000_000_000, "quantize": 6_000_000_000}),
+              _Frame(1, 0, model_kinds={"bpu": 4_000_000_000, "cache": 1_000_000_000})]
+    found = where_time_goes(SimpleNamespace(frames=frames))
+    assert found == {"by_kind_ms": {"bpu": 3.0, "quantize": 3.0, "cache": 0.5},
+                     "dominant": "bpu"}  # a tie goes to the first name
+    frames[1].model_kinds["quantize"] = 1_000_000_000
+    assert where_time_goes(SimpleNamespace(frames=frames))["dominant"] == "quantize"

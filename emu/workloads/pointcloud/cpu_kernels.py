@@ -447,30 +447,36 @@ def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_ma
 
 
 @njit
-def reset_used(used, lut_row, lut_col, lut, counts, coords, bases, record, stats, line_shift):
+def reset_used(used, lut_row, lut_col, lut, counts, coords, bases, record, stats, line_shift,
+               clear_lut):
     """Undo what a frame of `used` pillars wrote into the tables, so the next frame finds
     them as new: each used pillar's table entry back to -1 (its cell read from coords, the
-    entry at idy * lut_row + idx * lut_col), its count to 0, its coords row to (0, -1, -1,
-    -1). Untouched entries already hold those values. `bases` = [lut, counts, coords].
+    entry at idy * lut_row + idx * lut_col; not when `clear_lut` is False, because the
+    caller sets the whole table), its count to 0, its coords row to (0, -1, -1, -1).
+    Untouched entries already hold those values. `bases` = [lut, counts, coords].
 
-    Work per pillar: the loop (1 ALU op, a branch), load the coords row's cell (one load of
-    the two words), the table index (2 ALU ops), store the entry, the count and the coords
-    row (one 128-bit store): 3 stores.
+    Work per pillar: the loop (1 ALU op, a branch), store the count and the coords row (one
+    128-bit store); with `clear_lut`, also load the coords row's cell (one load of the two
+    words), the table index (2 ALU ops) and store the entry: 3 stores.
     """
     last = np.full((3, 2), -1, np.int64)
     for pillar in range(used):
-        idy = coords[pillar, 2]
-        idx = coords[pillar, 3]
-        entry = idy * lut_row + idx * lut_col
-        lut[entry] = -1
+        if clear_lut:
+            idy = coords[pillar, 2]
+            idx = coords[pillar, 3]
+            entry = idy * lut_row + idx * lut_col
+            lut[entry] = -1
         counts[pillar] = 0
         coords[pillar, 0] = 0
         coords[pillar, 1] = -1
         coords[pillar, 2] = -1
         coords[pillar, 3] = -1
         _touch_bytes(record, last, stats, 2, bases[2] + 16 * pillar, 16, True, line_shift)
-        _touch(record, last, stats, 0, bases[0] + 4 * entry, True, line_shift)
+        if clear_lut:
+            _touch(record, last, stats, 0, bases[0] + 4 * entry, True, line_shift)
+            _count(stats, 3, 1, 3, 0, 0, 0)
+        else:
+            _count(stats, 1, 0, 2, 0, 0, 0)
         _touch(record, last, stats, 1, bases[1] + 4 * pillar, True, line_shift)
-        _count(stats, 3, 1, 3, 0, 0, 0)
         stats[op.BRANCH] += 1
     stats[op.MISPREDICT] += 1 if used else 0

@@ -157,14 +157,17 @@ class Preprocessor:
         if rc != 0:
             raise DspError(f"DSP stage {cmd:#x} failed: {error}")
 
-    def _reset_tables(self, lut_order: tuple[int, int]) -> None:
+    def _reset_tables(self, lut_order: tuple[int, int], whole_table: bool) -> None:
         """Per frame: put back what the last frame wrote into the cell table, the points per
         pillar and the coords (only its used pillars' entries: the rest are clear), and note
-        the index order this frame's table will use. A frame that used all P pillars may
-        have sent any number of further cells to pillar P-1, whose coords keep only the
-        last of them: the table is then set back whole (a memset of it)."""
+        the index order this frame's table will use. The table is set back whole (a memset
+        of it) when `whole_table` (the DSP schemes' CPU step: the seed's gen_voxel_for_dsp
+        initialises its lookup table on every call), or when the last frame used all P
+        pillars (it may have sent any number of further cells to pillar P-1, whose coords
+        keep only the last of them)."""
         p = self.p
-        table = self.lut.size_bytes if self.used >= p.max_pillars else 0
+        whole = whole_table or self.used >= p.max_pillars
+        table = self.lut.size_bytes if whole else 0
         self.stream.reset(4 * self.used + 16 + (self._lines(table) if table else 0))
         if table:
             self._memset(self.lut, 0, table, 0xFF)  # every entry -1
@@ -172,7 +175,7 @@ class Preprocessor:
                       self.counts.data.view(np.int32),
                       self.coords.data.view(np.int32).reshape(p.max_pillars, 4),
                       self._bases(self.lut, self.counts, self.coords), self.stream.record,
-                      self.stream.stats, self.line_shift)
+                      self.stream.stats, self.line_shift, not whole)
         self.lut_order = lut_order
 
     def _lines(self, nbytes: int) -> int:
@@ -221,7 +224,7 @@ class Preprocessor:
         host = self.sess.thread()
         stages: dict[str, int] = {}
         t = host.now_ps
-        self._reset_tables((p.x_len, 1))
+        self._reset_tables((p.x_len, 1), whole_table=False)
         self._run_cpu("reset tables")
         # The reference's float records are pillar-major and its empty slots read as zero;
         # if scheme 1 used the buffer last, its records (slot-major) must go first, and the
@@ -317,7 +320,7 @@ class Preprocessor:
 
         out = stage1.data[: 4 * words * self.n].view(np.int32).reshape(self.n, words)
         # Scheme 2 indexes the table [idx][idy], scheme 1 [idy][idx].
-        self._reset_tables((1, p.y_len) if quantize_first else (p.x_len, 1))
+        self._reset_tables((1, p.y_len) if quantize_first else (p.x_len, 1), whole_table=True)
         self._run_cpu("reset tables")
         voxels_buf = self.int8_voxels if quantize_first else self.float_voxels
         record_bytes = p.dims if quantize_first else 4 * p.dims

@@ -214,7 +214,7 @@ def run_compile(args: argparse.Namespace, resolve: Callable[[], Any],
                 pair for pair in options.output_types if pair[0] in known))
             compiled.append(compiler.compile_model(path, name, mine, soc.soc, step))
     data = compiler.dumps(compiled)
-    estimates = [m.estimate(soc.soc).to_json() for m in compiled] \
+    estimates = [_estimate_json(m, soc) for m in compiled] \
         if args.perf or html_target is not None else []
     if html_target is not None:
         page = nnperf.html_page(estimates, f"emu compile --perf: {target.name}")
@@ -267,6 +267,30 @@ def _model_name(path: str) -> str:
     for suffix in (".onnx", ".ONNX"):
         stem = stem.removesuffix(suffix)
     return stem or "model"
+
+
+def _estimate_json(model: Any, resolved: Any) -> dict[str, Any]:
+    """A model's static estimate as JSON, with where its time goes and the provisional
+    parameters it hangs on most (each halved and doubled: `emu.soc.sensitivity`)."""
+    from emu.soc.sensitivity import provisional_sensitivity
+
+    estimate = model.estimate(resolved.soc)
+    kinds: dict[str, float] = {}
+    for layer in estimate.layers:
+        kind = "BPU" if layer.where == "bpu" else \
+            f"A55 {layer.op}" if layer.where == "cpu" and layer.op in (
+                "quantize", "dequantize", "layout") else \
+            "A55 operators" if layer.where == "cpu" else layer.where
+        kinds[kind] = kinds.get(kind, 0.0) + layer.time_ps / 1e9
+    ordered = dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    sensitive = provisional_sensitivity(
+        resolved, lambda soc: model.estimate(soc).latency_ms, ("bpu.", "cpu.", "ddr."))
+    return {**estimate.to_json(),
+            "time_by_kind_ms": {k: round(v, 6) for k, v in ordered.items()},
+            "dominant": next(iter(ordered), None),
+            "sensitive_parameters": [
+                {"key": x.key, "value": x.value, "latency_ms": [[v, r] for v, r in x.moves]}
+                for x in sensitive]}
 
 
 def _compile_summary(model: Any) -> dict[str, Any]:

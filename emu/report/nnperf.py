@@ -2,7 +2,10 @@
 
 Works on the JSON form of an estimate (`emu compile --perf --json`: per model name,
 latency_ms, fps, ddr_bytes_per_frame, layers with name, op, where, ops, compute_us,
-load_store_us), so it needs nothing from the compiler. The chart needs matplotlib (the
+load_store_us; where the time goes, `time_by_kind_ms` and `dominant`, said below the
+summary when the BPU has less than half of it; the provisional parameters the latency hangs on most,
+`sensitive_parameters`, each with the latency at half and double its value), so it needs
+nothing from the compiler. The chart needs matplotlib (the
 `plot` extra); the table does not.
 """
 
@@ -43,6 +46,16 @@ def summary_line(model: dict[str, Any]) -> str:
                  f"{model['ddr_stored_bytes_per_frame']:,.0f})")
     if "compute_utilisation" in model:
         line += f", BPU compute utilisation {model['compute_utilisation']:.1%}"
+    kinds = model.get("time_by_kind_ms", {})
+    total, bpu = sum(kinds.values()), kinds.get("BPU", 0.0)
+    others = [k for k in kinds if k != "BPU"]  # largest first
+    if others and bpu < total / 2:  # most of the time is not the accelerator's
+        line += (f"\n  where the time goes: {total - bpu:.4f} of {total:.4f} ms outside the "
+                 f"BPU, most of it {others[0]} ({kinds[others[0]]:.4f} ms); the BPU "
+                 f"{bpu:.4f} ms")
+    for entry in model.get("sensitive_parameters", []):
+        moves = ", ".join(f"{v:.4g} -> {ms:.4f} ms" for v, ms in entry["latency_ms"])
+        line += (f"\n  provisional {entry['key']} = {entry['value']:.4g}: {moves}")
     return line
 
 

@@ -332,7 +332,26 @@ def test_compile_perf_json_follows_the_contract(files, capsys):
             assert set(layer) >= {"name", "op", "where", "ops", "compute_us",
                                   "load_store_us"}
             assert layer["where"] in ("bpu", "cpu", "dsp")
+        # Where the time goes: the layers' time by kind, largest first.
+        kinds = model["time_by_kind_ms"]
+        assert list(kinds.values()) == sorted(kinds.values(), reverse=True)
+        assert model["dominant"] == next(iter(kinds))
+        assert 0 < sum(kinds.values()) <= model["latency_ms"] * (1 + 1e-9)
     assert out.stat().st_size == doc["bytes"]
+    # The provisional parameters the latency hangs on: each a provisional key, its
+    # latencies those of the estimate with the value changed.
+    resolved = load_config("j5")
+    compiled = {m.name: m for m in compiler.load_file(out)}
+    seen = 0
+    for model in doc["models"]:
+        for entry in model["sensitive_parameters"]:
+            assert resolved.sources[entry["key"]].startswith("calibrated: provisional")
+            for value, latency in entry["latency_ms"]:
+                changed = load_config("j5", overrides=[f"{entry['key']}={value:.17g}"]).soc
+                assert latency == pytest.approx(
+                    compiled[model["name"]].estimate(changed).latency_ms)
+                seen += 1
+    assert seen
 
 
 def test_compile_says_what_it_calibrated_on_and_with_which_method(files, tmp_path, capsys):

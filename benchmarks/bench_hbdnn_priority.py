@@ -41,7 +41,7 @@ def models(fc_us: float) -> bytes:
     resident = split.weights_resident(soc)
     for index, groups in split.subgraphs().items():
         split.function_calls[index] = timing.split_function_calls(
-            groups, soc.bpu, round(fc_us * PS_PER_US), resident)
+            groups, soc.bpu, soc.ddr, round(fc_us * PS_PER_US), resident)
     return compiler.dumps([small, long, split])
 
 

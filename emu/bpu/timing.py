@@ -38,9 +38,11 @@ no simulation inside. The model, and what each part of it stands for:
   its weights from DDR once per run, so a batch shares them.
 - **Time.** A layer group takes max(compute, DDR) plus `bpu.layer_overhead_cycles` (its
   configuration and pipeline fill) per pass; compute and the DDR traffic overlap. For the static
-  estimate the DDR time is the bytes at the core's port bandwidth
-  (`bpu.ddr_port_bytes_per_s`); in the simulation the same bytes go through the shared
-  DDR model. Each function call (FC) costs `bpu.fc_overhead_cycles` more (the runtime
+  estimate the DDR time is what the shared DDR model gives the layer's one flow when nothing
+  else is in flight (`emu.mem.ddr.solo_transfer_ps`): the DDR latency, then the bytes at
+  the lesser of the core's port (`bpu.ddr_port_bytes_per_s`) and the DDR's bandwidth
+  (`ddr.bw_bytes_per_s`); in the simulation the same bytes go through that model,
+  shared. Each function call (FC) costs `bpu.fc_overhead_cycles` more (the runtime
   fetches and starts it); the compiler splits a subgraph into FCs of at most a given
   estimated duration (`split_function_calls`), and the runtime switches tasks only there.
 """
@@ -51,8 +53,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from emu.soc.clock import Clock, bytes_to_ps, ceil_div
-from emu.soc.config import BpuConfig
+from emu.mem.ddr import solo_transfer_ps
+from emu.soc.clock import Clock, ceil_div
+from emu.soc.config import BpuConfig, DdrConfig
 
 OP_CLASSES = ("dense", "depthwise", "elementwise", "pool", "resize", "move")
 
@@ -227,9 +230,11 @@ def plan_residency(layers: Sequence[LayerGroup], bpu: BpuConfig,
     return resident
 
 
-def layer_costs(layers: Sequence[LayerGroup], bpu: BpuConfig, leaving: Collection[str] = (),
-                resident_weights: bool | None = None) -> list[LayerCost]:
-    """Per layer group: compute, DDR bytes and time at the core's port, the fixed cost.
+def layer_costs(layers: Sequence[LayerGroup], bpu: BpuConfig, ddr: DdrConfig,
+                leaving: Collection[str] = (), resident_weights: bool | None = None,
+                ) -> list[LayerCost]:
+    """Per layer group: compute, DDR bytes and their time alone on `ddr` through the core's
+    port, the fixed cost.
     `resident_weights` defaults to whether these layer groups' weights fit on chip."""
     if resident_weights is None:
         resident_weights = weights_resident(layers, bpu)
@@ -244,12 +249,14 @@ def layer_costs(layers: Sequence[LayerGroup], bpu: BpuConfig, leaving: Collectio
         written = 0 if layer.output.name in on_chip else layout_bytes(layer.output, bpu)
         costs.append(LayerCost(layer.name, clock.cycles_to_ps(compute_cycles(layer, bpu)),
                                read, written,
-                               bytes_to_ps(read + written, bpu.ddr_port_bytes_per_s), fixed_ps))
+                               solo_transfer_ps(read + written, ddr, bpu.ddr_port_bytes_per_s),
+                               fixed_ps))
     return costs
 
 
-def split_function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, max_time_ps: int = 0,
-                         resident_weights: bool | None = None) -> list[tuple[int, int]]:
+def split_function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, ddr: DdrConfig,
+                         max_time_ps: int = 0, resident_weights: bool | None = None,
+                         ) -> list[tuple[int, int]]:
     """The compiler's cut of a subgraph into FCs, as [start, end) ranges of `layers`, as
     the compiler's `max_time_per_fc` does: each FC takes the most consecutive layer groups
     whose FC, costed as `function_calls` costs it (its own overhead, and every feature map
@@ -269,14 +276,14 @@ def split_function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, max_time_
         part = layers[start:end]
         later = {ref.name for layer in layers[end:] for ref in layer.inputs}
         leaving = {layer.output.name for layer in part} & later
-        return overhead_ps + sum(c.time_ps for c in layer_costs(part, bpu, leaving,
+        return overhead_ps + sum(c.time_ps for c in layer_costs(part, bpu, ddr, leaving,
                                                                 resident_weights))
 
     # An FC's time is not monotone in its length (a longer FC keeps on chip a feature map
     # a shorter one writes to DDR), so every end is tried until the part of the time that
     # only grows (compute and fixed costs) alone exceeds the limit.
     floor = [overhead_ps]
-    for cost in layer_costs(layers, bpu, resident_weights=resident_weights):
+    for cost in layer_costs(layers, bpu, ddr, resident_weights=resident_weights):
         floor.append(floor[-1] + cost.compute_ps + cost.fixed_ps)
     spans: list[tuple[int, int]] = []
     start = 0
@@ -292,7 +299,7 @@ def split_function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, max_time_
     return spans
 
 
-def function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig,
+def function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, ddr: DdrConfig,
                    spans: Sequence[tuple[int, int]] | None = None,
                    resident_weights: bool | None = None) -> list[FunctionCall]:
     """The FCs of a cut (`spans`, default one FC) with their costs on `bpu`. Each FC's costs
@@ -316,6 +323,6 @@ def function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig,
         part = layers[start:end]
         later = {ref.name for layer in layers[end:] for ref in layer.inputs}
         leaving = {layer.output.name for layer in part} & later
-        costs = layer_costs(part, bpu, leaving, resident_weights)
+        costs = layer_costs(part, bpu, ddr, leaving, resident_weights)
         calls.append(FunctionCall(f"fc{k}", tuple(part), tuple(costs), overhead_ps))
     return calls

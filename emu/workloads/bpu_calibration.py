@@ -14,7 +14,7 @@ estimate (`ModelEstimate.bpu_ps`): hb_perf times the BPU subgraph, not the CPU's
 quantize and output dequantize.
 
 At the preset's fit: the MobileNetV2 totals within 15 % (batch-256 latency +1.1 %,
-batch-1 latency -0.6 %, DDR bytes per frame -8 % to +15 %), RMS log error per layer 0.52 on compute
+batch-1 latency +2.1 %, DDR bytes per frame -8 % to +15 %), RMS log error per layer 0.52 on compute
 and 0.83 on load/store (factors 1.7 and 2.3: the model keeps whole tensors on chip or
 not, the compiler's choices are finer); YOLOv8s predicted within 3 %.
 

@@ -64,9 +64,10 @@ def test_a_layer_slows_down_when_another_requester_streams_from_ddr():
 def test_a_task_is_one_stage_per_function_call_and_preempts_only_between_them():
     soc = _soc()
     model = [_layer(f"l{i}", 10, 100, src="in" if i == 0 else f"l{i - 1}") for i in range(4)]
-    spans = split_function_calls(model, soc.config.bpu, max_time_ps=45_000_000)
+    spans = split_function_calls(model, soc.config.bpu, soc.config.ddr,
+                                 max_time_ps=45_000_000)
     assert spans == [(0, 2), (2, 4)]
-    calls = function_calls(model, soc.config.bpu, spans)
+    calls = function_calls(model, soc.config.bpu, soc.config.ddr, spans)
     low = soc.bpu.model_task("low", model, max_time_per_fc_ps=45_000_000)
     assert [s.name for s in low.stages] == ["low fc0", "low fc1"]
     high = soc.bpu.model_task("high", [_layer("h", 10, 100)], priority=255)
@@ -119,8 +120,8 @@ def test_a_higher_priority_overtakes_after_the_fcs_queued_in_the_hardware_fifo(
 
     soc.env.process(later())
     soc.run()
-    calls = function_calls(model, soc.config.bpu,
-                           split_function_calls(model, soc.config.bpu, fc_limit_ps))
+    calls = function_calls(model, soc.config.bpu, soc.config.ddr, split_function_calls(
+        model, soc.config.bpu, soc.config.ddr, fc_limit_ps))
     assert len(calls) == (4 if fc_limit_ps else 1)
     overtakes = after_fcs is not None
     assert (small.finished_ps < low.finished_ps) is overtakes

@@ -23,6 +23,8 @@ BPU = load_config(overrides=[
     "bpu.ddr_port_bytes_per_s=1GB/s", "bpu.layer_overhead_cycles=0",
     "bpu.fc_overhead_cycles=0",
 ]).soc.bpu
+# No latency, and a DDR wider than the port: the DDR time is the bytes at the port.
+DDR = load_config(overrides=["ddr.latency_ps=0", "ddr.bw_bytes_per_s=100GB/s"]).soc.ddr
 KIB = 1024
 
 
@@ -72,13 +74,13 @@ def test_the_feature_map_layout_pads_h_w_and_c():
 
 
 def test_intermediates_stay_on_chip_while_they_fit_and_subgraph_ends_use_ddr():
-    costs = layer_costs(chain([256, 256, 256]), BPU)
+    costs = layer_costs(chain([256, 256, 256]), BPU, DDR)
     assert [c.read_bytes for c in costs] == [1 * KIB, 0, 0]  # only the input from DDR
     assert [c.written_bytes for c in costs] == [0, 0, 256 * KIB]  # only the output to DDR
 
 
 def test_a_tensor_that_does_not_fit_is_written_once_and_read_by_its_consumer():
-    costs = layer_costs(chain([256, 2048, 256]), BPU)
+    costs = layer_costs(chain([256, 2048, 256]), BPU, DDR)
     assert [c.written_bytes for c in costs] == [0, 2048 * KIB, 256 * KIB]
     assert [c.read_bytes for c in costs] == [1 * KIB, 0, 2048 * KIB]
 
@@ -98,19 +100,29 @@ def test_smaller_tensors_are_kept_first_and_live_ones_share_the_sram():
 def test_weights_are_read_every_run_unless_all_of_them_fit():
     layers = [conv("a", fmap("in", 8, 8), fmap("t", 8, 8), weights=3000),
               conv("b", fmap("t", 8, 8), fmap("out", 8, 8), weights=5000, leaves=True)]
-    streamed = layer_costs(layers, BPU)
+    streamed = layer_costs(layers, BPU, DDR)
     assert [c.read_bytes for c in streamed] == [512 + 3000, 5000]
-    resident = layer_costs(layers, dataclasses.replace(BPU, weight_sram_bytes=8000))
+    resident = layer_costs(layers, dataclasses.replace(BPU, weight_sram_bytes=8000), DDR)
     assert [c.read_bytes for c in resident] == [512, 0]
 
 
 def test_a_layer_takes_the_slower_of_compute_and_ddr_plus_its_fixed_cost():
     slow = dataclasses.replace(BPU, layer_overhead_cycles=7)
     big = conv("c", fmap("x", 10, 100), fmap("y", 10, 100), leaves=True)
-    (cost,) = layer_costs([big], slow)
+    (cost,) = layer_costs([big], slow, DDR)
     assert cost.compute_ps == 1000 * 1000  # 1e6 MACs: 1000 cycles of 1 ns
     assert cost.load_store_ps == 20_000 * 1000  # 20 kB at 1 byte per ns
     assert cost.fixed_ps == 7000 and cost.time_ps == 20_000_000 + 7000
+
+
+def test_the_ddr_time_is_the_layers_flow_alone_on_the_ddr():
+    """The DDR's latency first, then the bytes at the lesser of the port and the DDR."""
+    big = conv("c", fmap("x", 10, 100), fmap("y", 10, 100), leaves=True)
+    narrow = dataclasses.replace(DDR, latency_ps=300_000, bw_bytes_per_s=0.5e9)
+    (cost,) = layer_costs([big], BPU, narrow)
+    assert cost.load_store_ps == 300_000 + 40_000 * 1000  # 20 kB at half a byte per ns
+    (cost,) = layer_costs([big], BPU, dataclasses.replace(narrow, bw_bytes_per_s=4e9))
+    assert cost.load_store_ps == 300_000 + 20_000 * 1000  # the port is the narrower
 
 
 def test_dependent_passes_pad_each_slice_and_pay_the_fixed_cost_each():
@@ -124,7 +136,7 @@ def test_dependent_passes_pad_each_slice_and_pay_the_fixed_cost_each():
     assert padded_macs(steps, padded) == 10 * 8 * 32 * 48     # each step alone in 8 lanes
     one_pass = dataclasses.replace(steps, passes=1)
     assert padded_macs(one_pass, padded) == 16 * 32 * 48      # all steps side by side
-    (cost,) = layer_costs([steps], padded)
+    (cost,) = layer_costs([steps], padded, DDR)
     assert cost.fixed_ps == 10 * 7000
     with pytest.raises(ValueError, match="3 passes do not split"):
         dataclasses.replace(steps, passes=3)
@@ -134,15 +146,15 @@ def test_dependent_passes_pad_each_slice_and_pay_the_fixed_cost_each():
 
 def test_split_function_calls_keeps_each_call_under_the_limit():
     layers = chain([64] * 5 + [1])
-    assert split_function_calls(layers, BPU) == [(0, 6)]
-    (one,) = function_calls(layers, BPU)
+    assert split_function_calls(layers, BPU, DDR) == [(0, 6)]
+    (one,) = function_calls(layers, BPU, DDR)
     assert [lg.name for lg in one.layers] == [f"l{i}" for i in range(6)]
     whole = one.time_ps
-    assert split_function_calls(layers, BPU, whole) == [(0, 6)]
+    assert split_function_calls(layers, BPU, DDR, whole) == [(0, 6)]
     for limit in (whole - 1, whole // 2, whole // 3, one.costs[1].time_ps, 1):
-        spans = split_function_calls(layers, BPU, limit)
+        spans = split_function_calls(layers, BPU, DDR, limit)
         assert len(spans) > 1 and spans[0][0] == 0 and spans[-1][1] == 6
-        calls = function_calls(layers, BPU, spans)
+        calls = function_calls(layers, BPU, DDR, spans)
         for k, ((start, end), call) in enumerate(zip(spans, calls, strict=True)):
             # each FC (costed as it runs: its overhead, crossing feature maps through DDR)
             # is within the limit unless it is a single layer group ...
@@ -151,9 +163,9 @@ def test_split_function_calls_keeps_each_call_under_the_limit():
                 longer = [*spans[:k], (start, end + 1), (end + 1, spans[k + 1][1]),
                           *spans[k + 2:]]
                 longer = [s for s in longer if s[1] > s[0]]
-                assert function_calls(layers, BPU, longer)[k].time_ps > limit
+                assert function_calls(layers, BPU, DDR, longer)[k].time_ps > limit
     pairs = [(0, 2), (2, 4), (4, 6)]
-    calls = function_calls(layers, BPU, pairs)
+    calls = function_calls(layers, BPU, DDR, pairs)
     # A tensor crossing an FC boundary goes through DDR: the cut costs traffic.
     crossing = 64 * 32 * 32
     assert [c.costs[-1].written_bytes for c in calls] == [crossing, crossing, 1024]
@@ -161,14 +173,15 @@ def test_split_function_calls_keeps_each_call_under_the_limit():
 
 
 def test_a_layer_longer_than_the_limit_is_a_call_of_its_own():
-    assert split_function_calls(chain([256, 256]), BPU, max_time_ps=1) == [(0, 1), (1, 2)]
+    assert split_function_calls(chain([256, 256]), BPU, DDR, max_time_ps=1) == [
+        (0, 1), (1, 2)]
     fc = dataclasses.replace(BPU, fc_overhead_cycles=500)
-    assert function_calls(chain([4]), fc)[0].time_ps == function_calls(
-        chain([4]), BPU)[0].time_ps + 500_000
+    assert function_calls(chain([4]), fc, DDR)[0].time_ps == function_calls(
+        chain([4]), BPU, DDR)[0].time_ps + 500_000
     with pytest.raises(ValueError, match="negative"):
-        split_function_calls(chain([4]), BPU, -1)
+        split_function_calls(chain([4]), BPU, DDR, -1)
     with pytest.raises(ValueError, match="consecutive"):
-        function_calls(chain([4, 4, 4]), BPU, [(0, 1), (2, 3)])
+        function_calls(chain([4, 4, 4]), BPU, DDR, [(0, 1), (2, 3)])
 
 
 def test_bad_layer_groups_are_refused():

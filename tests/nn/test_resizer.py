@@ -373,6 +373,9 @@ def test_resize_refuses_a_bad_buffer():
 
 # ---- timing -----------------------------------------------------------------------------------
 
+DDR = load_config("j5", None, ()).soc.ddr
+
+
 @pytest.fixture(scope="module")
 def bpu():
     return load_config("j5", None, ()).soc.bpu
@@ -399,8 +402,8 @@ def test_layer_group_time_grows_with_the_output(fmt, bpu):
     times = []
     for size in (128, 256, 512, 1024):
         group = layer_group("resize", fmt, size, size, roi)
-        assert timing.split_function_calls([group], bpu, max_time_ps=1) == [(0, 1)]
-        (call,) = timing.function_calls([group], bpu)
+        assert timing.split_function_calls([group], bpu, DDR, max_time_ps=1) == [(0, 1)]
+        (call,) = timing.function_calls([group], bpu, DDR)
         assert call.costs[0].written_bytes > 0 and call.costs[0].read_bytes > 0
         times.append(call.time_ps)
     assert times[0] > 0

@@ -44,7 +44,7 @@ def test_a_detector_with_float_outputs_agrees():
     assert static == pytest.approx(run, rel=AGREE)
 
 
-@pytest.mark.slow  # every zoo network at its default size: about a quarter of an hour
+@pytest.mark.slow  # every zoo network at its default size: about five minutes
 @pytest.mark.parametrize("name", zoo.names())
 def test_every_zoo_network_agrees(name):
     static, run = nn_perf.static_and_run_ms(_compiled(name))

@@ -28,7 +28,7 @@ ALLOWED = {
     "runtime": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "nn", "dv"},
     "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report", "nn", "dv", "dnn"},
     "report": {"soc", "chip", "runtime"},
-    "nn": {"soc", "bpu"},
+    "nn": {"soc", "bpu", "cpu"},
     "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report", "nn",
             "dv", "sweep"},
     "sweep": {"soc", "report", "cli"},

@@ -125,9 +125,9 @@ class BpuCores(CoreGroup):
         `resident_weights`: whether the model's weights stay on chip (default: whether
         these layer groups' weights fit; a model of several subgraphs decides for all)."""
         if spans is None:
-            spans = timing.split_function_calls(layers, self.cfg, max_time_per_fc_ps,
-                                                resident_weights)
-        calls = timing.function_calls(layers, self.cfg, spans, resident_weights)
+            spans = timing.split_function_calls(layers, self.cfg, self.ddr.cfg,
+                                                max_time_per_fc_ps, resident_weights)
+        calls = timing.function_calls(layers, self.cfg, self.ddr.cfg, spans, resident_weights)
         stages: list[Stage] = [FcStage(f"{name} {call.name}", self._call_body(call),
                                        call.spill_bytes, call.sram_bytes) for call in calls]
         return Task(name, stages, priority=priority, custom_id=custom_id, core=core)

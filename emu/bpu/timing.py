@@ -42,9 +42,11 @@ no simulation inside. The model, and what each part of it stands for:
   its weights from DDR once per run, so a batch shares them.
 - **Time.** A layer group takes max(compute, DDR) plus `bpu.layer_overhead_cycles` (its
   configuration and pipeline fill) per pass; compute and the DDR traffic overlap. For the static
-  estimate the DDR time is the bytes at the core's port bandwidth
-  (`bpu.ddr_port_bytes_per_s`); in the simulation the same bytes go through the shared
-  DDR model.
+  estimate the DDR time is what the shared DDR model gives the layer's one flow when nothing
+  else is in flight (`emu.mem.ddr.solo_transfer_ps`): the DDR latency, then the bytes at
+  the lesser of the core's port (`bpu.ddr_port_bytes_per_s`) and the DDR's bandwidth
+  (`ddr.bw_bytes_per_s`); in the simulation the same bytes go through that model,
+  shared.
 - **Function calls.** Each function call (FC) costs `bpu.fc_overhead_cycles` more (the
   runtime fetches and starts it); the compiler splits a subgraph into FCs of at most a
   given estimated duration (`split_function_calls`), and the runtime switches tasks only
@@ -72,8 +74,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from itertools import pairwise
 
-from emu.soc.clock import Clock, bytes_to_ps, ceil_div
-from emu.soc.config import BpuConfig
+from emu.mem.ddr import solo_transfer_ps
+from emu.soc.clock import Clock, ceil_div
+from emu.soc.config import BpuConfig, DdrConfig
 
 OP_CLASSES = ("dense", "depthwise", "elementwise", "pool", "resize", "move")
 # The output axes (of N x H x W x C) a layer group may be cut along into parts.
@@ -282,9 +285,10 @@ def plan_residency(layers: Sequence[LayerGroup], bpu: BpuConfig,
     return resident
 
 
-def _cost(layer: LayerGroup, bpu: BpuConfig, on_chip: Collection[str],
+def _cost(layer: LayerGroup, bpu: BpuConfig, ddr: DdrConfig, on_chip: Collection[str],
           resident_weights: bool) -> LayerCost:
-    """What `layer` costs when the feature maps `on_chip` names are in the SRAM."""
+    """What `layer` costs when the feature maps `on_chip` names are in the SRAM, its DDR
+    bytes alone on `ddr` through the core's port."""
     clock = Clock("bpu", bpu.freq_hz)
     fixed_ps = clock.cycles_to_ps(bpu.layer_overhead_cycles * layer.passes)
     read = sum(layout_bytes(ref, bpu) for ref in layer.inputs if ref.name not in on_chip)
@@ -292,17 +296,20 @@ def _cost(layer: LayerGroup, bpu: BpuConfig, on_chip: Collection[str],
         read += layer.weight_bytes
     written = 0 if layer.output.name in on_chip else layout_bytes(layer.output, bpu)
     return LayerCost(layer.name, clock.cycles_to_ps(compute_cycles(layer, bpu)), read,
-                     written, bytes_to_ps(read + written, bpu.ddr_port_bytes_per_s), fixed_ps)
+                     written, solo_transfer_ps(read + written, ddr, bpu.ddr_port_bytes_per_s),
+                     fixed_ps)
 
 
-def layer_costs(layers: Sequence[LayerGroup], bpu: BpuConfig, leaving: Collection[str] = (),
-                resident_weights: bool | None = None) -> list[LayerCost]:
-    """Per layer group: compute, DDR bytes and time at the core's port, the fixed cost.
+def layer_costs(layers: Sequence[LayerGroup], bpu: BpuConfig, ddr: DdrConfig,
+                leaving: Collection[str] = (), resident_weights: bool | None = None,
+                ) -> list[LayerCost]:
+    """Per layer group: compute, DDR bytes and their time alone on `ddr` through the core's
+    port, the fixed cost.
     `resident_weights` defaults to whether these layer groups' weights fit on chip."""
     if resident_weights is None:
         resident_weights = weights_resident(layers, bpu)
     on_chip = plan_residency(layers, bpu, leaving)
-    return [_cost(layer, bpu, on_chip, resident_weights) for layer in layers]
+    return [_cost(layer, bpu, ddr, on_chip, resident_weights) for layer in layers]
 
 
 def _extent(layer: LayerGroup, axis: int) -> int:
@@ -370,8 +377,9 @@ def _parts(layer: LayerGroup, index: int, max_time_ps: int,
     return min(options)[-1] if options else []
 
 
-def split_function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, max_time_ps: int = 0,
-                         resident_weights: bool | None = None) -> list[Span]:
+def split_function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, ddr: DdrConfig,
+                         max_time_ps: int = 0, resident_weights: bool | None = None,
+                         ) -> list[Span]:
     """The compiler's cut of a subgraph into FCs (see `Span`), as its `max_time_per_fc`
     does: each FC takes the most consecutive layer groups whose FC is estimated at most
     `max_time_ps` (0: no limit, one FC); a layer group longer than that becomes FCs of
@@ -389,7 +397,7 @@ def split_function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, max_time_
     on_chip = plan_residency(layers, bpu)
 
     def fc_ps(layer: LayerGroup) -> int:
-        return overhead_ps + _cost(layer, bpu, on_chip, resident_weights).time_ps
+        return overhead_ps + _cost(layer, bpu, ddr, on_chip, resident_weights).time_ps
 
     spans: list[Span] = []
     start, taken_ps = 0, overhead_ps
@@ -443,7 +451,7 @@ def _fc_layers(layers: Sequence[LayerGroup], spans: Sequence[Span]
     return found
 
 
-def function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig,
+def function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, ddr: DdrConfig,
                    spans: Sequence[Span] | None = None,
                    resident_weights: bool | None = None) -> list[FunctionCall]:
     """The FCs of a cut (`spans`, default one FC) with their costs on `bpu`: the residency
@@ -467,7 +475,7 @@ def function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig,
     for k, (part, before, after) in enumerate(found):
         spill = sum(size for name, size in sizes.items()
                     if produced[name] < before and last_use[name] >= after)
-        costs = [_cost(layer, bpu, on_chip, resident_weights) for layer in part]
+        costs = [_cost(layer, bpu, ddr, on_chip, resident_weights) for layer in part]
         peak = max(in_use[first:max(before, first + 1)])
         calls.append(FunctionCall(f"fc{k}", tuple(part), tuple(costs), overhead_ps, spill,
                                   peak))

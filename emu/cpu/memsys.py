@@ -30,6 +30,10 @@ from emu.jit import njit
 N_STREAMS = 256
 """Stream ids are uint8."""
 
+TRAINING_MISSES = 2
+"""Misses of a stream before `classify` covers its next ones: the first sets where the stream
+is, the second its stride."""
+
 L2_LOADS, L3_LOADS, DDR_LOADS, PREFETCHED_LOADS, STORE_MISSES = range(5)
 N_COUNTS = 5
 

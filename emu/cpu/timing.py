@@ -18,16 +18,31 @@ result. An A55 is in order and dual-issue:
   each `cpu.cache_op_cycles`, after a fixed `cpu.flush_call_cycles` (the system call and its
   barriers). What it writes back is DDR traffic like any other, and the barrier at its end
   waits for the last write to land (one DDR latency).
+- The cluster charges a work item's cycles, then its DDR traffic as one transfer (the
+  latency the core waits for, then the bytes at the lesser of `cpu.ddr_port_bytes_per_s`
+  and the DDR's share), so the two add up.
+
+`cold_pass_ps` and `maintenance_ps` are the same charges without a simulation, for the
+static estimate (`emu.nn.estimate`): a work item that streams once through its tensors,
+alone on the DDR. Each tensor is one access stream of whole lines: a read stream's first
+`memsys.TRAINING_MISSES` misses are demand loads (the prefetcher covers the rest), from
+DDR, or from the L3 for a tensor the L3 still holds; every page a stream touches costs a
+table walk (an L2 TLB hit for a held tensor), and every line it reads or writes crosses
+the DDR once unless held (full-line stores stream to memory without a fill).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
+from emu.cpu import memsys
 from emu.cpu import ops as op
-from emu.soc.clock import ceil_div
-from emu.soc.config import CpuConfig
+from emu.mem.ddr import solo_transfer_ps
+from emu.soc.clock import Clock, ceil_div
+from emu.soc.config import CpuConfig, DdrConfig
 
 
 def issue_cycles(counts: npt.NDArray[np.int64], cpu: CpuConfig) -> int:
@@ -86,3 +101,39 @@ def maintenance_cycles(lines: int, cpu: CpuConfig) -> int:
 def write_back_latency_ps(lines_written: int, ddr_latency: int) -> int:
     """Latency a maintenance barrier waits for its write-backs: the last one's, if any."""
     return ddr_latency if lines_written else 0
+
+
+def cold_pass_ps(counts: npt.NDArray[np.int64], reads: Sequence[int], writes: Sequence[int],
+                 cpu: CpuConfig, ddr: DdrConfig, warm: Sequence[int] = ()) -> tuple[int, int]:
+    """(core time, DDR time) of a work item of instruction `counts` that streams once through
+    tensors of `reads` and `writes` bytes, each starting on a page, alone on the DDR (see
+    the module docstring): `reads` no cache holds, `warm` reads of tensors the L3 holds
+    (their misses stall for the L3, their pages are in the L2 TLB, no DDR)."""
+    line = cpu.line_bytes
+    page_lines = max(cpu.tlb.page_bytes // line, 1)
+
+    def lines(nbytes: int) -> int:
+        return ceil_div(nbytes, line)
+
+    def misses(streams: Sequence[int]) -> int:
+        return sum(min(lines(n), memsys.TRAINING_MISSES) for n in streams)
+
+    def pages(streams: Sequence[int]) -> int:
+        return sum(ceil_div(lines(n), page_lines) for n in streams)
+
+    demand = misses(reads)
+    cycles = issue_cycles(counts, cpu) + memory_stall_cycles(
+        0, misses(warm), demand, pages(warm), pages([*reads, *writes]), cpu)
+    moved = sum(lines(n) for n in (*reads, *writes)) * line
+    return (Clock("cpu", cpu.freq_hz).cycles_to_ps(cycles),
+            solo_transfer_ps(moved, ddr, cpu.ddr_port_bytes_per_s,
+                             ddr_latency_ps(demand, ddr.latency_ps)))
+
+
+def maintenance_ps(lines: int, lines_written: int, cpu: CpuConfig,
+                   ddr: DdrConfig) -> tuple[int, int]:
+    """(core time, DDR time) of one hbSysFlushMem over `lines` lines of which `lines_written`
+    are written back, alone on the DDR."""
+    return (Clock("cpu", cpu.freq_hz).cycles_to_ps(maintenance_cycles(lines, cpu)),
+            solo_transfer_ps(lines_written * cpu.line_bytes, ddr, cpu.ddr_port_bytes_per_s,
+                             write_back_latency_ps(lines_written, ddr.latency_ps)))

@@ -71,6 +71,22 @@ POLICIES: dict[str, tuple[Callable[[Fraction, list[_Flow]], None], str]] = {
 }
 
 
+def solo_transfer_ps(nbytes: int, cfg: DdrConfig, cap_bytes_per_s: float | None = None,
+                     latency_ps: int | None = None) -> int:
+    """How long `Ddr.transfer` takes with nothing else in flight: the latency (`latency_ps`,
+    default the DDR's), then the bytes at the lesser of the DDR's bandwidth and the
+    requester's cap. The static estimate's DDR time; the simulation gives the same alone."""
+    if nbytes < 0:
+        raise ValueError(f"negative transfer size {nbytes}")
+    if not nbytes:
+        return 0
+    rate = Fraction(cfg.bw_bytes_per_s)
+    if cap_bytes_per_s is not None:
+        rate = min(rate, Fraction(cap_bytes_per_s))
+    wait_ps = cfg.latency_ps if latency_ps is None else latency_ps
+    return wait_ps + ceil_div(nbytes * PS_PER_S, rate)
+
+
 class Ddr(Component):
     """The DDR as a shared, latency-plus-bandwidth resource."""
 

@@ -238,8 +238,8 @@ class CompiledModel:
     def calls(self, soc: SocConfig) -> list[tuple[int, list[timing.FunctionCall]]]:
         """Per BPU segment (index), its function calls with their costs on `soc`."""
         resident = self.weights_resident(soc)
-        return [(k, timing.function_calls(groups, soc.bpu, self.function_calls.get(k),
-                                           resident))
+        return [(k, timing.function_calls(groups, soc.bpu, soc.ddr,
+                                           self.function_calls.get(k), resident))
                 for k, groups in self.subgraphs().items()]
 
     def estimate(self, soc: SocConfig) -> estimate_module.ModelEstimate:
@@ -633,7 +633,7 @@ def cut(model: CompiledModel, max_time_per_fc_us: float, soc: SocConfig) -> Comp
     `max_time_per_fc_us` of estimated time on `soc` (step 6; 0: no limit)."""
     limit_ps = round(max_time_per_fc_us * PS_PER_US)
     resident = model.weights_resident(soc)
-    calls = {index: timing.split_function_calls(groups, soc.bpu, limit_ps, resident)
+    calls = {index: timing.split_function_calls(groups, soc.bpu, soc.ddr, limit_ps, resident)
              for index, groups in model.subgraphs().items()}
     return replace(model, function_calls=calls,
                    options={**model.options, "max_time_per_fc_us": max_time_per_fc_us})

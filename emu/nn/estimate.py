@@ -4,19 +4,26 @@
 one core of an otherwise idle chip and adds them up (the segments run one after another):
 
 - BPU segments: their layer groups (`emu/nn/layers.py`) with the BPU cost model
-  (`emu/bpu/timing.py`): per layer compute time (no DDR), DDR time at the core's port,
-  time = max of the two + the layer's fixed cost; each segment is one function call
+  (`emu/bpu/timing.py`): per layer compute time (no DDR), DDR time (the DDR's latency,
+  then the bytes at the lesser of the core's port and `ddr.bw_bytes_per_s`), time = max
+  of the two + the layer's fixed cost; each segment is one function call
   (`max_time_per_fc_ps` splits it as the compiler's option does, a part of a layer group a
   line of its own) and pays the FC cost.
   The model's weights stay on chip across runs when all of them (every BPU segment's)
   fit in `bpu.weight_sram_bytes`.
 - CPU segments (input quantize, output dequantize, CPU ops such as Softmax) on one A55
-  core, from the A55's configuration alone: the NEON loop's instructions per vector of
-  `cpu.vector_bytes` of float32 (below), issued in order, so the cycles are the busiest of
-  all instructions / `cpu.issue_width` and each class / its pipes (`cpu.load_pipes`,
-  `store_pipes`, `fp_pipes`, `alu_pipes`, `branch_pipes`), at `cpu.freq_hz`. Their DDR
-  time is the float32 and int8 bytes they read and write at `cpu.ddr_port_bytes_per_s`;
-  a CPU layer takes the larger of the two. Per vector: quantize loads one float32 vector,
+  core, item by item (`cpu_items`), charged as the runtime's A55 model charges the same
+  item (`emu.cpu.timing.cold_pass_ps`: the issue model, the cache and TLB stalls of a
+  streaming pass, then its DDR traffic through `cpu.ddr_port_bytes_per_s` and the DDR's
+  latency and `ddr.bw_bytes_per_s`; the core's time and the DDR's add up, as in the run).
+  Each tensor is one stream through the DDR, except the model's float inputs and the CPU
+  ops' weights when everything the CPU reads in an inference fits in the L3: the run's
+  caches keep those from one inference to the next (the CPU's stores stream past the
+  caches and what the BPU wrote is invalidated before it is read). Around each segment
+  the hand-offs' cache maintenance (`handoffs`: invalidate what the BPU wrote before
+  reading it, clean what the BPU will read after writing it), one hbSysFlushMem per range
+  at `cpu.flush_call_cycles + lines * cpu.cache_op_cycles`. The NEON loop's instructions
+  per vector of `cpu.vector_bytes` of float32: quantize loads one float32 vector,
   multiplies by 1/scale, converts with rounding and narrows (3 FP ops) and stores a
   quarter vector of int8; dequantize the reverse (a quarter-vector load, widen twice and
   convert and scale: 4 FP ops, one store); a Conv, FC, ConvTranspose or MatMul the BPU
@@ -35,7 +42,11 @@ one core of an otherwise idle chip and adds them up (the segments run one after 
 `cpu_items` gives the same CPU work item by item, with its instruction counts and the
 tensors it reads and writes, for the runtime to run through the cache model.
 
-The estimate excludes the runtime (task start, the host thread): it is the compiler's view.
+The total is what `emu perf` with one thread measures on an idle chip, once the caches hold
+what they keep between inferences: it also holds the runtime's start of each BPU task
+(`bpu.task_overhead_ps`, in the first layer's time), though `bpu_ps`, the BPU's part, is
+the compiler's view (hb_perf's, which the BPU calibration fits). Left out: the host API
+calls (`cpu.api_call_ps`), and contention with anything else running.
 """
 
 from __future__ import annotations
@@ -48,11 +59,14 @@ from typing import Any
 import numpy as np
 
 from emu.bpu import timing
+from emu.cpu import ops as cpu_ops
+from emu.cpu import timing as cpu_timing
+from emu.cpu.cluster import CLEAN, INVALIDATE
 from emu.nn import optable
 from emu.nn.graph import Graph, Node
 from emu.nn.layers import layer_groups
 from emu.nn.placement import Segment
-from emu.soc.clock import PS_PER_MS, PS_PER_S, PS_PER_US, bytes_to_ps
+from emu.soc.clock import PS_PER_MS, PS_PER_S, PS_PER_US, ceil_div
 from emu.soc.config import CpuConfig, SocConfig
 
 _FLOAT_BYTES = 4
@@ -82,14 +96,19 @@ class CpuItem:
     reads: tuple[tuple[str, int], ...]
     writes: tuple[tuple[str, int], ...]
     macs: int = 0
+    # The hand-offs: what of `reads` the BPU wrote (invalidated before the CPU reads it)
+    # and what of `writes` the BPU reads (cleaned after the CPU writes it).
+    invalidate: tuple[tuple[str, int], ...] = ()
+    clean: tuple[tuple[str, int], ...] = ()
 
     def op_counts(self) -> dict[str, int]:
         """Instructions by class (`emu.cpu.ops` names): the loop's per vector, plus an ALU
-        op and a branch per iteration."""
+        op and a branch per iteration (the last one mispredicted); none for a view."""
         n = self.vectors
         return {"load": math.ceil(self.loop.loads * n), "store": math.ceil(self.loop.stores * n),
                 "fp": math.ceil(self.loop.fp * n),
-                "int": n + math.ceil(self.loop.permutes * n), "branch": n, "mispredict": 1}
+                "int": n + math.ceil(self.loop.permutes * n), "branch": n,
+                "mispredict": min(n, 1)}
 
     @property
     def moved_bytes(self) -> int:
@@ -177,21 +196,34 @@ class ModelEstimate:
         }
 
 
-def _loop_compute_ps(vectors: int, loop: _Loop, cpu: CpuConfig) -> int:
-    loads, stores, fp = loop.loads * vectors, loop.stores * vectors, loop.fp * vectors
-    ints = vectors * (1 + loop.permutes)  # the loop's ALU op, and the permutes
-    total = loads + stores + fp + ints + vectors  # + the loop's branch
-    cycles = math.ceil(max(total / cpu.issue_width, loads / cpu.load_pipes,
-                           stores / cpu.store_pipes, fp / cpu.fp_pipes,
-                           ints / cpu.alu_pipes, vectors / cpu.branch_pipes))
-    return math.ceil(cycles * PS_PER_S / cpu.freq_hz)
-
-
-def _item_line(item: CpuItem, cpu: CpuConfig) -> LayerEstimate:
-    compute = _loop_compute_ps(item.vectors, item.loop, cpu)
-    ddr = bytes_to_ps(item.moved_bytes, cpu.ddr_port_bytes_per_s)
+def _item_line(item: CpuItem, cfg: SocConfig,
+               held: frozenset[tuple[str, int]]) -> LayerEstimate:
+    compute, ddr = cpu_timing.cold_pass_ps(
+        cpu_ops.counts(**item.op_counts()), [b for r, b in item.reads if (r, b) not in held],
+        [b for _, b in item.writes], cfg.cpu, cfg.ddr,
+        [b for r, b in item.reads if (r, b) in held])
     return LayerEstimate(item.name, item.op, "cpu", 2 * item.macs, compute, ddr,
-                         max(compute, ddr), item.moved_bytes if item.macs else 0, 0)
+                         compute + ddr, item.moved_bytes if item.macs else 0, 0)
+
+
+def handoffs(items: Sequence[CpuItem]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The (tensor, bytes) a CPU segment of `items` invalidates before it runs and cleans
+    after (see the module docstring)."""
+    return (sorted({r for item in items for r in item.invalidate}),
+            sorted({w for item in items for w in item.clean}))
+
+
+def _maintenance_lines(op: str, ranges: Sequence[tuple[str, int]],
+                       cfg: SocConfig) -> list[LayerEstimate]:
+    """One line per hbSysFlushMem call, as the runtime makes them: nothing written back
+    (the CPU's full-line stores went to memory; what the BPU wrote was never cached)."""
+    lines = []
+    for _, nbytes in ranges:
+        compute, ddr = cpu_timing.maintenance_ps(ceil_div(nbytes, cfg.cpu.line_bytes), 0,
+                                                 cfg.cpu, cfg.ddr)
+        lines.append(LayerEstimate(f"cache {op}", "cache", "cpu", 0, compute, ddr,
+                                   compute + ddr))
+    return lines
 
 
 def dense_macs(graph: Graph, node: Node) -> int:
@@ -235,16 +267,19 @@ def cpu_items(graph: Graph, segment: Segment, cpu: CpuConfig,
     def convert(tensor: str, to_codes: bool) -> None:
         elements = math.prod(graph.tensors[tensor].shape)
         floats, codes = elements * _FLOAT_BYTES, elements * code_bytes(tensor)
+        first = len(items)
         if to_codes:
             items.append(CpuItem(f"quantize {tensor}", "quantize", _QUANTIZE,
                                  math.ceil(elements / lanes), ((tensor, floats),),
                                  ((tensor, codes),)))
             layout(tensor, elements)
+            items[-1] = replace(items[-1], clean=((tensor, codes),))
         else:
             layout(tensor, elements)
             items.append(CpuItem(f"dequantize {tensor}", "dequantize", _DEQUANTIZE,
                                  math.ceil(elements / lanes), ((tensor, codes),),
                                  ((tensor, floats),)))
+            items[first] = replace(items[first], invalidate=((tensor, codes),))
 
     if segment.kind in ("quantize", "dequantize"):
         for tensor in segment.inputs:
@@ -295,6 +330,16 @@ def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: i
         [layer for part in subgraphs.values() for layer in part], cfg.bpu)
     by_name = {node.name: node for node in graph.nodes}
     boundary = bpu_boundary(segments)
+    work = {k: cpu_items(graph, s, cfg.cpu, dtypes, boundary) for k, s in enumerate(segments)
+            if s.kind in ("quantize", "dequantize", "cpu")}
+    # What the CPU reads allocates in its caches, what it writes streams past them; what
+    # the BPU wrote is invalidated before each read. So from one inference to the next the
+    # L3 keeps the model's inputs and the CPU ops' weights when all the CPU reads fits.
+    read = {r for part in work.values() for item in part for r in item.reads}
+    held = frozenset(
+        (t, b) for t, b in read if graph.is_const(t) or (
+            t in graph.inputs and b == _FLOAT_BYTES * math.prod(graph.tensors[t].shape))
+    ) if sum(b for _, b in read) <= cfg.cpu.l3.size_bytes else frozenset()
     lines: list[LayerEstimate] = []
     bpu_ps = 0
     for index, segment in enumerate(segments):
@@ -302,19 +347,25 @@ def estimate(graph: Graph, segments: Sequence[Segment], cfg: SocConfig, batch: i
         if segment.kind == "bpu":
             part = subgraphs[index]
             cut = (spans[index] if spans is not None and index in spans else
-                   timing.split_function_calls(part, cfg.bpu, max_time_per_fc_ps, resident))
-            for call in timing.function_calls(part, cfg.bpu, cut, resident):
+                   timing.split_function_calls(part, cfg.bpu, cfg.ddr, max_time_per_fc_ps,
+                                               resident))
+            start_ps = cfg.bpu.task_overhead_ps  # the runtime starts one task per segment
+            for call in timing.function_calls(part, cfg.bpu, cfg.ddr, cut, resident):
                 bpu_ps += call.time_ps
                 first = True
                 for layer, cost in zip(call.layers, call.costs, strict=True):
                     lines.append(LayerEstimate(
                         layer.name, layer.op, "bpu", layer.ops, cost.compute_ps,
-                        cost.load_store_ps, cost.time_ps + (call.overhead_ps if first else 0),
+                        cost.load_store_ps,
+                        cost.time_ps + (call.overhead_ps + start_ps if first else 0),
                         cost.read_bytes, cost.written_bytes))
                     first = False
+                    start_ps = 0
         elif segment.kind in ("quantize", "dequantize", "cpu"):
-            lines.extend(_item_line(item, cfg.cpu)
-                         for item in cpu_items(graph, segment, cfg.cpu, dtypes, boundary))
+            invalidate, clean = handoffs(work[index])
+            lines.extend(_maintenance_lines(INVALIDATE, invalidate, cfg))
+            lines.extend(_item_line(item, cfg, held) for item in work[index])
+            lines.extend(_maintenance_lines(CLEAN, clean, cfg))
         else:
             lines.extend(LayerEstimate(name, by_name[name].op, segment.kind, 0, 0, 0, 0)
                          for name in segment.nodes)

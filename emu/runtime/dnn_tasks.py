@@ -11,9 +11,16 @@ order, each where the compiler put it:
   one per A55 core, as the board's runtime keeps a thread pool): each item of
   `emu.nn.estimate.cpu_items` becomes an A55 work item with its instruction counts and the
   addresses of the tensors it reads and writes, run through the cache model. A hand-off
-  pays the cache maintenance it needs: before the CPU reads what an accelerator wrote, the
-  range is invalidated; after the CPU writes what an accelerator (or the user) reads, it is
-  cleaned;
+  pays the cache maintenance it needs, and only that (`estimate.handoffs` says which
+  ranges, the estimate charges the same). The board's rule (hbSysMemFlushFlag, seeds 000
+  and 004; shared/calibration/j5.md): only the CPU has caches, so the CPU invalidates a
+  range before it reads what an accelerator wrote (the BPU's output codes) and cleans a
+  range after it writes what an accelerator reads (the codes the quantize and the layout
+  conversion hand to the BPU). What the CPU writes for the CPU is not cleaned: the float
+  outputs of the dequantize are read by the user's code on the CPU, which sees its own
+  caches (a user who hands them to an accelerator cleans them, as the seed's samples clean
+  what they pass on), and neither are the float tensors between CPU ops. The model's float
+  inputs were written by the user on the CPU: nothing to invalidate;
 - a DSP segment (`--dsp-softmax`), and with `HB_DNN_ENABLE_DSP` the quantize and dequantize
   of int8 tensors and the CPU's Softmax nodes, are RPCs to the vDSP operators
   (`emu/vdsp/ops/nn.py`) made by the worker thread through hbDSP, so they queue on the DSP
@@ -226,9 +233,10 @@ class SegmentRun:
             addrs.append(lines)
             writes.append(np.full(len(lines), is_write))
             streams.append(np.full(len(lines), stream % 256, np.uint8))
-        work = CpuWork(item.name, cpu_ops.counts(**item.op_counts()),
-                       addrs=np.concatenate(addrs), is_write=np.concatenate(writes),
-                       full_line=np.concatenate(writes), streams=np.concatenate(streams))
+        work = CpuWork(item.name, cpu_ops.counts(**item.op_counts()))
+        if addrs:  # a view touches no memory
+            work = replace(work, addrs=np.concatenate(addrs), is_write=np.concatenate(writes),
+                           full_line=np.concatenate(writes), streams=np.concatenate(streams))
         start = self.thread.now_ps
         self.thread.cpu(work, item.name)
         self._record(item.name, item.op if item.op in ("quantize", "dequantize", "layout", "pad")
@@ -245,7 +253,6 @@ class SegmentRun:
 
     def _run(self) -> None:
         segment = self.model.segments[self.index]
-        graph = self.model.graph
         items = self.plan.cpu_items.get(self.index, [])
         to_dsp = dsp_enabled() and segment.kind in ("quantize", "dequantize") and all(
             t in self.model.quant.tensors and self.model.quant.tensors[t].dtype == "int8"
@@ -253,12 +260,8 @@ class SegmentRun:
         if segment.kind == "dsp" or to_dsp:
             self._dsp_segment()
             return
-        # What an accelerator wrote is invalidated before the CPU reads it; what the CPU
-        # writes is cleaned for the accelerator or the user to read.
-        reads = {(t, b) for item in items for t, b in item.reads if not graph.is_const(t)}
-        written = {(t, b) for item in items for t, b in item.writes}
-        self._maintain(INVALIDATE, sorted({(self._address(t, b), b) for t, b in reads
-                                           if t not in graph.inputs and (t, b) not in written}))
+        invalidate, clean = estimate_module.handoffs(items)
+        self._maintain(INVALIDATE, [(self._address(t, b), b) for t, b in invalidate])
         if segment.kind == "cpu":
             nodes = set(segment.nodes)
             first = next(k for k, item in enumerate(items) if item.name in nodes)
@@ -273,7 +276,7 @@ class SegmentRun:
                 self._cpu(item)
             if self.ex is not None:
                 self.ex.run_segment(self.index)
-        self._maintain(CLEAN, sorted({(self._address(t, b), b) for t, b in written}))
+        self._maintain(CLEAN, [(self._address(t, b), b) for t, b in clean])
 
     def _cpu_nodes(self, names: tuple[str, ...], by_node: dict[str, CpuItem]) -> None:
         ex = self.ex

@@ -14,9 +14,9 @@ latency targets are the BPU part of the estimate (`ModelEstimate.bpu_ps`): hb_pe
 the BPU subgraph, not the CPU's input quantize and output dequantize.
 
 At the preset's fit: the MobileNetV2 totals within 15 % (batch-256 latency +1.1 %,
-batch-1 latency -0.6 %, DDR bytes per frame -8 % to +15 %), RMS log error per layer 0.52 on compute
+batch-1 latency +1.9 %, DDR bytes per frame -8 % to +15 %), RMS log error per layer 0.52 on compute
 and 0.83 on load/store (factors 1.7 and 2.3: the model keeps whole tensors on chip or
-not, the compiler's choices are finer); YOLOv8s predicted within 8 % (+7.4 %).
+not, the compiler's choices are finer); YOLOv8s predicted within 8 % (+7.5 %).
 
 Rows of the published table that cover several blocks ("features_5..6", "23-45 us") give
 each block the range's midpoint. A load/store time of a few µs means the layer's tensors

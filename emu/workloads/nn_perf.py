@@ -16,6 +16,7 @@ its device and the time it waited in that device's queue, and per task its pendi
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,11 @@ import numpy as np
 
 from emu.dnn import alloc_tensors
 from emu.errors import InputError
+from emu.nn import compiler
 from emu.runtime import hbdnn, hbsys
 from emu.runtime.session import Session
 from emu.soc.clock import PS_PER_MS, PS_PER_S
+from emu.soc.config import load_config
 from emu.workloads.cameras import run_threads
 
 CORE_IDS = {0: hbdnn.HB_BPU_CORE_ANY, 1: hbdnn.HB_BPU_CORE_0, 2: hbdnn.HB_BPU_CORE_1}
@@ -133,3 +136,22 @@ def _device(seg: dict[str, Any]) -> str:
     if seg["kind"] == "bpu":
         return "bpu"
     return "dsp" if seg["name"].startswith("dsp ") else "cpu"
+
+
+STEADY_FRAMES = 3
+
+
+def static_and_run_ms(model: compiler.CompiledModel, preset: str = "j5",
+                      overrides: Sequence[str] = ()) -> tuple[float, float]:
+    """A compiled model's static estimate (`emu compile --perf`) and its latency in this
+    perf run with one thread on an idle chip, in ms. The run's is the median of
+    `STEADY_FRAMES` frames, the steady state: the first finds the CPU's caches and TLBs
+    cold, the next ones the model's inputs still in the L3 (as the estimate assumes when
+    all the CPU reads fits there)."""
+    resolved = load_config(preset, None, overrides)
+    static = model.estimate(resolved.soc).latency_ps / PS_PER_MS
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.hbm"
+        path.write_bytes(compiler.dumps([model]))
+        run = run_perf(path, model.name, 1, 0, STEADY_FRAMES, 0, preset, None, overrides)
+    return static, run["latency_ms"]["p50"]

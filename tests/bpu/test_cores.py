@@ -65,9 +65,10 @@ def test_a_layer_slows_down_when_another_requester_streams_from_ddr():
 def test_a_task_is_one_stage_per_function_call_and_preempts_only_between_them():
     soc = _soc()
     model = [_layer(f"l{i}", 10, 100, src="in" if i == 0 else f"l{i - 1}") for i in range(4)]
-    spans = split_function_calls(model, soc.config.bpu, max_time_ps=45_000_000)
+    spans = split_function_calls(model, soc.config.bpu, soc.config.ddr,
+                                 max_time_ps=45_000_000)
     assert spans == [(0, 2), (2, 4)]
-    calls = function_calls(model, soc.config.bpu, spans)
+    calls = function_calls(model, soc.config.bpu, soc.config.ddr, spans)
     low = soc.bpu.model_task("low", model, max_time_per_fc_ps=45_000_000)
     assert [s.name for s in low.stages] == ["low fc0", "low fc1"]
     high = soc.bpu.model_task("high", [_layer("h", 10, 100)], priority=255)
@@ -122,7 +123,7 @@ def test_an_fc_boundary_costs_its_overhead_and_a_preemption_only_what_must_leave
         assert "spill_bytes" not in alone.bpu.stats()
     assert times[1] == times[0] + 1_000_000  # one more FC overhead, no DDR traffic
     # A preemptor whose maps fit next to the 10 kB l1 leaves them on chip.
-    calls = function_calls(model, soc.config.bpu, cut)
+    calls = function_calls(model, soc.config.bpu, soc.config.ddr, cut)
     assert [c.spill_bytes for c in calls] == [10_000, 0]
     low, high = _preempted(soc, model, cut, _chain("h", 2)[1])
     assert high.started_ps == 5000 + calls[0].time_ps
@@ -136,9 +137,9 @@ def test_a_preempted_boundary_spills_what_the_preemptor_needs_and_reloads_it():
     soc, model = _chain("l", 4, "bpu.sram_bytes=15000")
     urgent = _chain("h", 2)[1]
     cut = [(0, 3), (3, 4)]
-    calls = function_calls(model, soc.config.bpu, cut)
+    calls = function_calls(model, soc.config.bpu, soc.config.ddr, cut)
     assert [c.spill_bytes for c in calls] == [10_000, 0]
-    assert function_calls(urgent, soc.config.bpu)[0].sram_bytes == 10_000
+    assert function_calls(urgent, soc.config.bpu, soc.config.ddr)[0].sram_bytes == 10_000
     low, high = _preempted(soc, model, cut, urgent)
     spill_ps = 5_000_000
     assert high.started_ps == 5000 + calls[0].time_ps + spill_ps
@@ -182,8 +183,8 @@ def test_a_higher_priority_overtakes_after_the_fcs_queued_in_the_hardware_fifo(
 
     soc.env.process(later())
     soc.run()
-    calls = function_calls(model, soc.config.bpu,
-                           split_function_calls(model, soc.config.bpu, fc_limit_ps))
+    calls = function_calls(model, soc.config.bpu, soc.config.ddr, split_function_calls(
+        model, soc.config.bpu, soc.config.ddr, fc_limit_ps))
     assert len(calls) == (4 if fc_limit_ps else 1)
     overtakes = after_fcs is not None
     assert (small.finished_ps < low.finished_ps) is overtakes

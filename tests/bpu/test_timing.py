@@ -28,6 +28,8 @@ BPU = load_config(overrides=[
     "bpu.ddr_port_bytes_per_s=1GB/s", "bpu.layer_overhead_cycles=0",
     "bpu.fc_overhead_cycles=0",
 ]).soc.bpu
+# No latency, and a DDR wider than the port: the DDR time is the bytes at the port.
+DDR = load_config(overrides=["ddr.latency_ps=0", "ddr.bw_bytes_per_s=100GB/s"]).soc.ddr
 KIB = 1024
 
 
@@ -84,7 +86,7 @@ def test_a_packed_image_is_its_bytes_in_ddr_and_on_chip_but_its_reader_pads_comp
     out = TensorRef("y", 2, 5, 30, 3)
     pre = LayerGroup("pre", "Preprocess", "elementwise", out, (image,))
     assert padded_macs(pre, padded) == 2 * 8 * 32 * 8 * 8  # the compute granules still pad
-    (cost,) = layer_costs([pre], padded)
+    (cost,) = layer_costs([pre], padded, DDR)
     assert cost.read_bytes == image.bytes
     # made on chip (the resizer's output) and read there, it takes its own bytes of SRAM
     made = LayerGroup("made", "RoiResize", "resize", image, (fmap("roi", 4, 3),))
@@ -97,13 +99,13 @@ def test_a_packed_image_is_its_bytes_in_ddr_and_on_chip_but_its_reader_pads_comp
 
 
 def test_intermediates_stay_on_chip_while_they_fit_and_subgraph_ends_use_ddr():
-    costs = layer_costs(chain([256, 256, 256]), BPU)
+    costs = layer_costs(chain([256, 256, 256]), BPU, DDR)
     assert [c.read_bytes for c in costs] == [1 * KIB, 0, 0]  # only the input from DDR
     assert [c.written_bytes for c in costs] == [0, 0, 256 * KIB]  # only the output to DDR
 
 
 def test_a_tensor_that_does_not_fit_is_written_once_and_read_by_its_consumer():
-    costs = layer_costs(chain([256, 2048, 256]), BPU)
+    costs = layer_costs(chain([256, 2048, 256]), BPU, DDR)
     assert [c.written_bytes for c in costs] == [0, 2048 * KIB, 256 * KIB]
     assert [c.read_bytes for c in costs] == [1 * KIB, 0, 2048 * KIB]
 
@@ -123,19 +125,29 @@ def test_smaller_tensors_are_kept_first_and_live_ones_share_the_sram():
 def test_weights_are_read_every_run_unless_all_of_them_fit():
     layers = [conv("a", fmap("in", 8, 8), fmap("t", 8, 8), weights=3000),
               conv("b", fmap("t", 8, 8), fmap("out", 8, 8), weights=5000, leaves=True)]
-    streamed = layer_costs(layers, BPU)
+    streamed = layer_costs(layers, BPU, DDR)
     assert [c.read_bytes for c in streamed] == [512 + 3000, 5000]
-    resident = layer_costs(layers, dataclasses.replace(BPU, weight_sram_bytes=8000))
+    resident = layer_costs(layers, dataclasses.replace(BPU, weight_sram_bytes=8000), DDR)
     assert [c.read_bytes for c in resident] == [512, 0]
 
 
 def test_a_layer_takes_the_slower_of_compute_and_ddr_plus_its_fixed_cost():
     slow = dataclasses.replace(BPU, layer_overhead_cycles=7)
     big = conv("c", fmap("x", 10, 100), fmap("y", 10, 100), leaves=True)
-    (cost,) = layer_costs([big], slow)
+    (cost,) = layer_costs([big], slow, DDR)
     assert cost.compute_ps == 1000 * 1000  # 1e6 MACs: 1000 cycles of 1 ns
     assert cost.load_store_ps == 20_000 * 1000  # 20 kB at 1 byte per ns
     assert cost.fixed_ps == 7000 and cost.time_ps == 20_000_000 + 7000
+
+
+def test_the_ddr_time_is_the_layers_flow_alone_on_the_ddr():
+    """The DDR's latency first, then the bytes at the lesser of the port and the DDR."""
+    big = conv("c", fmap("x", 10, 100), fmap("y", 10, 100), leaves=True)
+    narrow = dataclasses.replace(DDR, latency_ps=300_000, bw_bytes_per_s=0.5e9)
+    (cost,) = layer_costs([big], BPU, narrow)
+    assert cost.load_store_ps == 300_000 + 40_000 * 1000  # 20 kB at half a byte per ns
+    (cost,) = layer_costs([big], BPU, dataclasses.replace(narrow, bw_bytes_per_s=4e9))
+    assert cost.load_store_ps == 300_000 + 20_000 * 1000  # the port is the narrower
 
 
 def test_dependent_passes_pad_each_slice_and_pay_the_fixed_cost_each():
@@ -149,7 +161,7 @@ def test_dependent_passes_pad_each_slice_and_pay_the_fixed_cost_each():
     assert padded_macs(steps, padded) == 10 * 8 * 32 * 48     # each step alone in 8 lanes
     one_pass = dataclasses.replace(steps, passes=1)
     assert padded_macs(one_pass, padded) == 16 * 32 * 48      # all steps side by side
-    (cost,) = layer_costs([steps], padded)
+    (cost,) = layer_costs([steps], padded, DDR)
     assert cost.fixed_ps == 10 * 7000
     with pytest.raises(ValueError, match="3 passes do not split"):
         dataclasses.replace(steps, passes=3)
@@ -159,36 +171,36 @@ def test_dependent_passes_pad_each_slice_and_pay_the_fixed_cost_each():
 
 def test_split_function_calls_keeps_each_call_under_the_limit():
     layers = chain([64] * 5 + [1])
-    assert split_function_calls(layers, BPU) == [(0, 6)]
-    (one,) = function_calls(layers, BPU)
+    assert split_function_calls(layers, BPU, DDR) == [(0, 6)]
+    (one,) = function_calls(layers, BPU, DDR)
     assert [lg.name for lg in one.layers] == [f"l{i}" for i in range(6)]
     whole = one.time_ps
-    assert split_function_calls(layers, BPU, whole) == [(0, 6)]
+    assert split_function_calls(layers, BPU, DDR, whole) == [(0, 6)]
     for limit in (whole - 1, whole // 2, whole // 3, one.costs[1].time_ps,
                   one.costs[1].time_ps // 4):
-        spans = split_function_calls(layers, BPU, limit)
-        calls = function_calls(layers, BPU, spans)
+        spans = split_function_calls(layers, BPU, DDR, limit)
+        calls = function_calls(layers, BPU, DDR, spans)
         assert len(calls) > 1 and all(call.time_ps <= limit for call in calls)
         for k in range(len(spans) - 1):  # whole layer groups: as many as the limit allows
             if len(spans[k]) == len(spans[k + 1]) == 2:
                 assert calls[k].time_ps + calls[k + 1].costs[0].time_ps > limit
     # l1 (4.2 us of compute) is longer than a quarter of itself: cut into parts
-    quarter = split_function_calls(layers, BPU, one.costs[1].time_ps // 4)
+    quarter = split_function_calls(layers, BPU, DDR, one.costs[1].time_ps // 4)
     assert [span for span in quarter if len(span) == 5 and span[0] == 1]
 
 
 def test_an_fc_boundary_moves_nothing_when_the_maps_stay_on_chip():
     layers = chain([64] * 5 + [1])
-    (one,) = function_calls(layers, BPU)
+    (one,) = function_calls(layers, BPU, DDR)
     pairs = [(0, 2), (2, 4), (4, 6)]
-    calls = function_calls(layers, BPU, pairs)
+    calls = function_calls(layers, BPU, DDR, pairs)
     # The crossing maps stay in the SRAM: every layer group costs what it does uncut.
     assert [c for call in calls for c in call.costs] == list(one.costs)
     assert sum(c.read_bytes + c.written_bytes for call in calls for c in call.costs) == \
         1024 + 1024
     fc = dataclasses.replace(BPU, fc_overhead_cycles=500)
-    assert sum(c.time_ps for c in function_calls(layers, fc, pairs)) == \
-        function_calls(layers, fc)[0].time_ps + 2 * 500_000
+    assert sum(c.time_ps for c in function_calls(layers, fc, DDR, pairs)) == \
+        function_calls(layers, fc, DDR)[0].time_ps + 2 * 500_000
     # ... and are what a task switched out at the boundary spills.
     crossing = 64 * 32 * 32
     assert [c.spill_bytes for c in calls] == [crossing, crossing, 0]
@@ -197,8 +209,8 @@ def test_an_fc_boundary_moves_nothing_when_the_maps_stay_on_chip():
     # only the one that is on chip is spilled: t0, t2, t4 fit next to their neighbours.
     small = dataclasses.replace(BPU, sram_bytes=100 * KIB)
     assert plan_residency(layers, small) == {"t0", "t2", "t4"}
-    (one,) = function_calls(layers, small)
-    calls = function_calls(layers, small, [(0, 1), (1, 2), (2, 6)])
+    (one,) = function_calls(layers, small, DDR)
+    calls = function_calls(layers, small, DDR, [(0, 1), (1, 2), (2, 6)])
     assert [c for call in calls for c in call.costs] == list(one.costs)
     assert [c.spill_bytes for c in calls] == [crossing, 0, 0]
 
@@ -206,13 +218,13 @@ def test_an_fc_boundary_moves_nothing_when_the_maps_stay_on_chip():
 def test_a_layer_group_longer_than_the_limit_becomes_row_bands_with_their_halo():
     # A 3x3 conv between DDR maps of 64 KiB, bound by its DDR traffic (131 us).
     layer = conv("c", fmap("x", 64, 16), fmap("y", 64, 16), k=3, leaves=True)
-    (whole,) = function_calls([layer], BPU)
+    (whole,) = function_calls([layer], BPU, DDR)
     limit = whole.time_ps // 3
-    spans = split_function_calls([layer], BPU, limit)
+    spans = split_function_calls([layer], BPU, DDR, limit)
     assert len(spans) > 1 and all(span[:3] == (0, 1, ROWS) for span in spans)
     assert [span[3] for span in spans] == [span[4] for span in [(0, 0, 0, 0, 0), *spans[:-1]]]
     assert spans[-1][4] == 64
-    calls = function_calls([layer], BPU, spans)
+    calls = function_calls([layer], BPU, DDR, spans)
     assert all(call.time_ps <= limit for call in calls)
     parts = [call.layers[0] for call in calls]
     assert sum(part.macs for part in parts) == layer.macs
@@ -224,9 +236,9 @@ def test_a_layer_group_longer_than_the_limit_becomes_row_bands_with_their_halo()
         [min(64, span[4] - span[3] + 2) * row for span in spans]
     assert [input_rows(layer, layer.inputs[0], r) for r in (1, 5, 64)] == [3, 7, 64]
     # A one-row band fits any limit above its own time; below it, bands are one row.
-    assert len(split_function_calls([layer], BPU, 1)) == 64
+    assert len(split_function_calls([layer], BPU, DDR, 1)) == 64
     # A layer group whose op cannot be cut stays one FC.
-    assert split_function_calls([dataclasses.replace(layer, split_axes=())], BPU,
+    assert split_function_calls([dataclasses.replace(layer, split_axes=())], BPU, DDR,
                                 limit) == [(0, 1)]
 
 
@@ -235,11 +247,11 @@ def test_a_layer_group_bound_by_its_weights_becomes_tiles_of_output_channels():
     # them all, a tile of channels reads its share (and the whole 16 KiB input).
     layer = conv("c", fmap("x", 8, 256), fmap("y", 8, 256), k=3,
                  weights=256 * 256 * 9, leaves=True)
-    (whole,) = function_calls([layer], BPU)
+    (whole,) = function_calls([layer], BPU, DDR)
     limit = whole.time_ps // 4
-    spans = split_function_calls([layer], BPU, limit)
+    spans = split_function_calls([layer], BPU, DDR, limit)
     assert len(spans) > 1 and all(span[:3] == (0, 1, CHANNELS) for span in spans)
-    calls = function_calls([layer], BPU, spans)
+    calls = function_calls([layer], BPU, DDR, spans)
     assert all(call.time_ps <= limit for call in calls)
     assert sum(call.layers[0].weight_bytes for call in calls) == layer.weight_bytes
     assert all(call.costs[0].read_bytes == call.layers[0].weight_bytes + 8 * 8 * 256
@@ -252,21 +264,21 @@ def test_a_layer_group_bound_by_its_weights_becomes_tiles_of_output_channels():
 
 def test_a_layer_longer_than_the_limit_that_no_cut_shortens_is_a_call_of_its_own():
     whole = [dataclasses.replace(lg, split_axes=()) for lg in chain([256, 256])]
-    assert split_function_calls(whole, BPU, max_time_ps=1) == [(0, 1), (1, 2)]
+    assert split_function_calls(whole, BPU, DDR, max_time_ps=1) == [(0, 1), (1, 2)]
     fc = dataclasses.replace(BPU, fc_overhead_cycles=500)
-    assert function_calls(chain([4]), fc)[0].time_ps == function_calls(
-        chain([4]), BPU)[0].time_ps + 500_000
+    assert function_calls(chain([4]), fc, DDR)[0].time_ps == function_calls(
+        chain([4]), BPU, DDR)[0].time_ps + 500_000
     with pytest.raises(ValueError, match="negative"):
-        split_function_calls(chain([4]), BPU, -1)
+        split_function_calls(chain([4]), BPU, DDR, -1)
     for bad in ([(0, 1), (2, 3)], [(0, 1), (1, 2, ROWS, 0, 16), (2, 3)],
                 [(0, 1), (1, 2, ROWS, 0, 16), (1, 2, CHANNELS, 16, 32), (2, 3)],
                 [(0, 1), (1, 2, ROWS, 0, 16), (1, 2, ROWS, 20, 32), (2, 3)]):
         with pytest.raises(ValueError, match="consecutive"):
-            function_calls(chain([4, 4, 4]), BPU, bad)
+            function_calls(chain([4, 4, 4]), BPU, DDR, bad)
     with pytest.raises(ValueError, match="cannot be cut"):
-        function_calls(whole, BPU, [(0, 1, ROWS, 0, 32), (1, 2)])
+        function_calls(whole, BPU, DDR, [(0, 1, ROWS, 0, 32), (1, 2)])
     good = [(0, 1), (1, 2, ROWS, 0, 16), (1, 2, ROWS, 16, 32), (2, 3)]
-    assert len(function_calls(chain([4, 4, 4]), BPU, good)) == 4
+    assert len(function_calls(chain([4, 4, 4]), BPU, DDR, good)) == 4
 
 
 def test_a_prefix_joins_the_first_call_unless_that_is_a_part():

@@ -1,6 +1,9 @@
+import numpy as np
 import pytest
 
+import emu
 from emu.cpu import ops, timing
+from emu.cpu.cluster import CLEAN, CacheMaintenance, CpuWork
 from emu.soc.config import load_config
 
 CPU = load_config(overrides=["cpu.issue_width=2", "cpu.alu_pipes=2", "cpu.load_pipes=1",
@@ -51,3 +54,29 @@ def test_bad_counts_are_refused():
         ops.counts(vector=1)
     with pytest.raises(ValueError):
         timing.memory_stall_cycles(-1, 0, 0, 0, 0, CPU)
+
+
+@pytest.mark.parametrize("overrides", [[], ["ddr.bw_bytes_per_s=2GB/s", "cpu.freq_hz=1GHz"]])
+def test_the_static_cost_of_a_cold_streaming_pass_is_what_the_cluster_charges(overrides):
+    """One read stream (3 pages and a bit) and one write stream of whole lines on an idle,
+    cold SoC: the estimate's formula gives the simulated time to the picosecond."""
+    counts = ops.counts(load=3300, store=800, fp=9000, int=3300, branch=3300, mispredict=1)
+    with emu.Session(overrides=overrides) as s:
+        cpu, ddr = s.config.cpu, s.config.ddr
+        read, written = 13_000, 3_200  # bytes, from the starts of pages 0 and 16
+        addrs = np.concatenate([np.arange(0, read, cpu.line_bytes),
+                                np.arange(65_536, 65_536 + written, cpu.line_bytes)])
+        is_write = np.arange(len(addrs)) >= -(-read // cpu.line_bytes)
+        s.main.cpu(CpuWork("pass", counts, addrs=addrs.astype(np.int64), is_write=is_write,
+                           full_line=is_write, streams=is_write.astype(np.uint8)), "pass")
+        core, moved = timing.cold_pass_ps(counts, [read], [written], cpu, ddr)
+        assert s.main.now_ps == core + moved
+
+
+def test_the_static_cost_of_a_maintenance_call_is_what_the_cluster_charges():
+    with emu.Session() as s:
+        cpu, ddr = s.config.cpu, s.config.ddr
+        s.main.cpu(CpuWork("clean", ops.counts(), maintenance=CacheMaintenance(
+            CLEAN, 4096, 10_000)), "clean")  # nothing is cached: nothing to write back
+        core, moved = timing.maintenance_ps(-(-10_000 // cpu.line_bytes), 0, cpu, ddr)
+        assert (s.main.now_ps, moved) == (core, 0)

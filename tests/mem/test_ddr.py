@@ -6,7 +6,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emu.mem.ddr import POLICIES, Ddr
+from emu.mem.ddr import POLICIES, Ddr, solo_transfer_ps
 from emu.soc.config import DDR_POLICIES, load_config
 from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
@@ -52,6 +52,13 @@ def test_a_transfer_alone_takes_latency_plus_bytes_over_bandwidth():
     finished = _run(env, ddr, [("a", 0, 1_000_000, None)])
     # 1e6 B / 25.6e9 B/s = 39.0625 us, plus 100 ns.
     assert finished == {"a": 100_000 + 39_062_500}
+
+
+@pytest.mark.parametrize("nbytes, cap", [(1_000_000, None), (777_777, 3e9), (1, 1e12), (0, None)])
+def test_the_static_formula_is_what_a_lone_transfer_takes(nbytes, cap):
+    env, ddr = _ddr(bw="25.6 GB/s", latency="100 ns")
+    finished = _run(env, ddr, [("a", 0, nbytes, cap)])
+    assert solo_transfer_ps(nbytes, ddr.cfg, cap) == (finished["a"] if nbytes else 0)
 
 
 def test_two_equal_concurrent_transfers_each_take_twice_the_solo_time():

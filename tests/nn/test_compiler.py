@@ -458,8 +458,10 @@ def test_a_dense_op_on_the_cpu_is_timed_by_its_macs():
              for m in (small, large)]
     assert [line.where for line in lines] == ["cpu", "cpu"]
     assert [line.ops for line in lines] == [2 * 9000 * 16, 2 * 9000 * 64]
-    # four times the MACs: four times the NEON issue time (the loop is the same)
-    assert lines[1].compute_ps == pytest.approx(4 * lines[0].compute_ps, rel=0.01)
+    # four times the MACs: four times the NEON issue time (the loop is the same), give or
+    # take the memory stalls (the small FC's 0.6 MB of weights stay in the L3 from one
+    # inference to the next, the large one's 2.3 MB do not: a table walk per page)
+    assert lines[1].compute_ps == pytest.approx(4 * lines[0].compute_ps, rel=0.06)
     feeds = _feeds(small)
     assert next(iter(small.run(feeds).values())).shape == (1, 16)
 

@@ -7,9 +7,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from emu.bpu import timing
+from emu.mem.ddr import solo_transfer_ps
 from emu.nn import compiler, importer, layers, placement, zoo
 from emu.nn.estimate import estimate
-from emu.soc.clock import PS_PER_S, Clock, bytes_to_ps
+from emu.soc.clock import PS_PER_S, Clock
 from emu.soc.config import load_config
 from emu.workloads import bpu_calibration
 from tests.conformance import composites
@@ -48,11 +49,15 @@ def test_the_json_has_the_hb_perf_contract(split):
     assert doc["name"] == "split"
     assert [set(line) for line in doc["layers"]] == [
         {"name", "op", "where", "ops", "compute_us", "load_store_us"}] * len(doc["layers"])
+    # The CPU invalidates what the BPU wrote before reading it and cleans what the BPU
+    # reads after writing it; the float output, read by the CPU only, is not cleaned.
     assert [(line["name"], line["where"]) for line in doc["layers"]] == [
-        ("quantize x", "cpu"), ("layout x", "cpu"), ("conv1", "bpu"), ("layout r1", "cpu"),
-        ("dequantize r1", "cpu"), ("softmax", "cpu"), ("quantize s", "cpu"), ("layout s", "cpu"),
-        ("conv2", "bpu"), ("layout y", "cpu"), ("dequantize y", "cpu")]
-    assert doc["layers"][2]["ops"] == 2 * 2 * 16 * 16 * 16 * 8 * 9
+        ("quantize x", "cpu"), ("layout x", "cpu"), ("cache clean", "cpu"), ("conv1", "bpu"),
+        ("cache invalidate", "cpu"), ("layout r1", "cpu"), ("dequantize r1", "cpu"),
+        ("softmax", "cpu"), ("quantize s", "cpu"), ("layout s", "cpu"), ("cache clean", "cpu"),
+        ("conv2", "bpu"), ("cache invalidate", "cpu"), ("layout y", "cpu"),
+        ("dequantize y", "cpu")]
+    assert doc["layers"][3]["ops"] == 2 * 2 * 16 * 16 * 16 * 8 * 9
 
 
 def test_a_cpu_op_splits_the_model_and_each_subgraph_pays_its_function_call(split):
@@ -68,19 +73,28 @@ def test_a_cpu_op_splits_the_model_and_each_subgraph_pays_its_function_call(spli
     assert est.fps == pytest.approx(2 / (est.latency_ps / PS_PER_S))
 
 
-def test_cpu_layers_follow_the_a55_issue_model_and_its_ddr_port(split):
+def test_cpu_layers_follow_the_a55_issue_model_its_caches_and_the_ddr(split):
     graph, segments = split
+    cpu, ddr = CFG.cpu, CFG.ddr
     quantize = estimate(graph, segments, CFG, 2).layers[0]
     elements = 2 * 8 * 16 * 16
-    vectors = elements // (CFG.cpu.vector_bytes // 4)
-    # per vector: 1 load, 0.25 store, 3 FP, 1 ALU, 1 branch, dual issue: 6.25 / 2 cycles
-    cycles = math.ceil(max(6.25 * vectors / CFG.cpu.issue_width, 3 * vectors / CFG.cpu.fp_pipes,
-                           vectors / CFG.cpu.load_pipes))
-    assert quantize.compute_ps == math.ceil(cycles * PS_PER_S / CFG.cpu.freq_hz)
-    assert quantize.load_store_ps == math.ceil(elements * 5 * PS_PER_S
-                                               / CFG.cpu.ddr_port_bytes_per_s)
-    slow = dataclasses.replace(CFG, cpu=dataclasses.replace(CFG.cpu, freq_hz=CFG.cpu.freq_hz / 4))
+    vectors = elements // (cpu.vector_bytes // 4)
+    # per vector: 1 load, 0.25 store, 3 FP, 1 ALU, 1 branch, dual issue: 6.25 / 2 cycles,
+    # and the loop's last branch mispredicted
+    issue = 6.25 * vectors / cpu.issue_width + cpu.mispredict_cycles
+    # The input (16 KiB of floats, 4 pages) is still in the L3 from the last inference (all
+    # the CPU reads fits): two misses before the prefetcher has the stride, L2 TLB hits. The
+    # codes (4 KiB) stream to DDR: a walk for their page, their bytes at the port.
+    memory = 2 * cpu.l3.hit_latency_cycles + 4 * cpu.tlb.l2_hit_cycles + cpu.tlb.walk_cycles
+    assert quantize.compute_ps == math.ceil((issue + memory) * PS_PER_S / cpu.freq_hz)
+    assert quantize.load_store_ps == math.ceil(elements * PS_PER_S / cpu.ddr_port_bytes_per_s)
+    assert quantize.time_ps == quantize.compute_ps + quantize.load_store_ps
+    slow = dataclasses.replace(CFG, cpu=dataclasses.replace(cpu, freq_hz=cpu.freq_hz / 4))
     assert estimate(graph, segments, slow, 2).layers[0].compute_ps > quantize.compute_ps
+    # A DDR narrower than the port sets the pace.
+    narrow = dataclasses.replace(CFG, ddr=dataclasses.replace(ddr, bw_bytes_per_s=1e9))
+    assert estimate(graph, segments, narrow, 2).layers[0].load_store_ps == math.ceil(
+        elements * PS_PER_S / 1e9)
     with pytest.raises(ValueError, match="batch"):
         estimate(graph, segments, CFG, 0)
 
@@ -104,7 +118,7 @@ def test_max_time_per_fc_splits_a_subgraph_into_more_calls():
     whole = estimate(graph, segments, CFG, 1)
     cut = estimate(graph, segments, CFG, 1, max_time_per_fc_ps=20_000_000)
     (part,) = [layers.layer_groups(graph, s) for s in segments if s.kind == "bpu"]
-    spans = timing.split_function_calls(part, CFG.bpu, 20_000_000)
+    spans = timing.split_function_calls(part, CFG.bpu, CFG.ddr, 20_000_000)
     assert len(spans) > 1
     assert cut.bpu_ps >= whole.bpu_ps + (len(spans) - 1) * FC_PS
 
@@ -202,12 +216,14 @@ def test_a_four_d_tensor_changes_layout_where_it_crosses_between_cpu_and_bpu(spl
     assert (quantize.op, layout.op) == ("quantize", "layout")
     codes = 2 * 8 * 16 * 16  # int8: one byte per element
     vectors = codes // CFG.cpu.vector_bytes
-    # per vector: a load, a store, two permutes and the loop's ALU op, a branch
-    cycles = math.ceil(max(6 * vectors / CFG.cpu.issue_width, 3 * vectors / CFG.cpu.alu_pipes,
-                           vectors / CFG.cpu.load_pipes, vectors / CFG.cpu.store_pipes))
-    assert layout.compute_ps == math.ceil(cycles * PS_PER_S / CFG.cpu.freq_hz)
-    assert layout.load_store_ps == math.ceil(2 * codes * PS_PER_S
-                                             / CFG.cpu.ddr_port_bytes_per_s)
+    # per vector: a load, a store, two permutes and the loop's ALU op, a branch; the codes
+    # the quantize streamed to DDR come back (two demand misses from DDR, then prefetched)
+    cpu = CFG.cpu
+    cycles = (6 * vectors / cpu.issue_width + cpu.mispredict_cycles
+              + 2 * cpu.l3.hit_latency_cycles + 2 * cpu.tlb.walk_cycles)
+    assert layout.compute_ps == math.ceil(cycles * PS_PER_S / cpu.freq_hz)
+    assert layout.load_store_ps == 2 * CFG.ddr.latency_ps + math.ceil(
+        2 * codes * PS_PER_S / cpu.ddr_port_bytes_per_s)
     assert [line.op for line in lines if line.where == "cpu"][-2:] == ["layout", "dequantize"]
 
 
@@ -229,8 +245,8 @@ def test_an_image_input_is_read_at_its_real_bytes_whatever_the_granules(
     lines = {line.name: line for line in estimate(graph, placement.place(graph), cfg, 2).layers}
     assert lines["preprocess"].loaded_bytes == 2 * frame_bytes
     assert lines["preprocess"].stored_bytes == 0  # the network's input stays on chip
-    assert lines["preprocess"].load_store_ps == bytes_to_ps(2 * frame_bytes,
-                                                            cfg.bpu.ddr_port_bytes_per_s)
+    assert lines["preprocess"].load_store_ps == solo_transfer_ps(
+        2 * frame_bytes, cfg.ddr, cfg.bpu.ddr_port_bytes_per_s)
 
 
 def test_a_feature_map_input_is_still_read_in_the_bpu_layout(small_net):

@@ -374,6 +374,9 @@ def test_resize_refuses_a_bad_buffer():
 
 # ---- timing -----------------------------------------------------------------------------------
 
+DDR = load_config("j5", None, ()).soc.ddr
+
+
 @pytest.fixture(scope="module")
 def bpu():
     return load_config("j5", None, ()).soc.bpu
@@ -385,7 +388,7 @@ def test_layer_group_reads_the_rois_and_writes_the_output_at_their_real_bytes(bp
     assert nv12.op_class == "resize" and nv12.leaves
     assert sum(ref.bytes for ref in nv12.inputs) == (100 * 50 + 32 * 16) * 3 // 2
     assert nv12.output.bytes == 2 * 64 * 32 * 3 // 2
-    (cost,) = timing.layer_costs([nv12], bpu)  # packed, whatever the BPU's granules
+    (cost,) = timing.layer_costs([nv12], bpu, DDR)  # packed, whatever the BPU's granules
     assert cost.read_bytes == (100 * 50 + 32 * 16) * 3 // 2
     assert cost.written_bytes == 2 * 64 * 32 * 3 // 2
     rgb = layer_group("r", "rgb", 64, 32, [roi])
@@ -413,7 +416,7 @@ def test_a_model_reads_only_the_rois_through_the_resizer(fmt, bpu):
     rois = [Roi(0, 0, 99, 49), Roi(2, 2, 33, 33)]  # 100 x 50, 32 x 32
     job = layer_group("resizer", fmt, 32, 32, rois, into=image)
     assert job.output == model[0].inputs[0] == image and not job.leaves
-    plain, through = (timing.layer_costs(layer_list, bpu)
+    plain, through = (timing.layer_costs(layer_list, bpu, DDR)
                       for layer_list in (model, [job, *model]))
     pixels = 100 * 50 + 32 * 32
     roi_bytes = pixels * 3 // 2 if fmt == "nv12" else pixels * 3
@@ -428,8 +431,8 @@ def test_layer_group_time_grows_with_the_output(fmt, bpu):
     times = []
     for size in (128, 256, 512, 1024):
         group = layer_group("resize", fmt, size, size, [roi])
-        assert timing.split_function_calls([group], bpu, max_time_ps=1) == [(0, 1)]
-        (call,) = timing.function_calls([group], bpu)
+        assert timing.split_function_calls([group], bpu, DDR, max_time_ps=1) == [(0, 1)]
+        (call,) = timing.function_calls([group], bpu, DDR)
         assert call.costs[0].written_bytes > 0 and call.costs[0].read_bytes > 0
         times.append(call.time_ps)
     assert times[0] > 0

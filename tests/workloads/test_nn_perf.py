@@ -46,7 +46,7 @@ def test_the_json_follows_the_contract_and_is_deterministic(model_file, capsys, 
     assert doc["frames"] == 10 and doc["threads"] == 3 and doc["core_id"] == 0
     assert json.loads((tmp_path / "p.json").read_text()) == doc["profile"]
     kinds = [s["kind"] for s in doc["profile"]["segments"]]
-    assert kinds == ["quantize", "layout", "cache", "bpu", "cache", "dequantize", "cache"]
+    assert kinds == ["quantize", "layout", "cache", "bpu", "cache", "dequantize"]
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -33,26 +33,24 @@ import numpy.typing as npt
 from emu.runtime import session
 from emu.vdsp.ops import cv
 from emu.workloads import dsp_cv, images
+from emu.workloads.pointcloud.fitting import Target
 
 TOLERANCE = 0.10
 _SOURCE = "shared/calibration/j5_cv.md (seed 001, CV sample, relay-server RPC mode)"
 
 
-@dataclass(frozen=True)
-class Target:
-    name: str
-    measured: float
-    unit: str
-    tolerance: float
-    source: str
+@dataclass(frozen=True, kw_only=True)
+class CvTarget(Target):
+    """A round trip of the log, with the operator and input that make it."""
+
     op: str
     picture: str  # "lena" (500x480) or "input" (input.jpg)
     roi: bool = False
-    derived_from: tuple[str, ...] = ()
 
 
-def _target(label: str, ms: float, op: str, picture: str, roi: bool = False) -> Target:
-    return Target(f"cv {label} rpc round trip", ms, "ms", TOLERANCE, _SOURCE, op, picture, roi)
+def _target(label: str, ms: float, op: str, picture: str, roi: bool = False) -> CvTarget:
+    return CvTarget(f"cv {label} rpc round trip", ms, "ms", TOLERANCE, _SOURCE, op=op,
+                    picture=picture, roi=roi)
 
 
 # Fitted: the operators whose inputs the log gives (the 500x480 picture and its crop), in

@@ -22,7 +22,7 @@ from emu.errors import ConfigError
 from emu.soc.config import load_config
 from emu.workloads import cv_calibration
 from emu.workloads.pointcloud import fitting, runner
-from emu.workloads.pointcloud.fitting import FreeParameter
+from emu.workloads.pointcloud.fitting import FreeParameter, Target
 from emu.workloads.pointcloud.params import CENTERPOINT
 
 FRAMES = 16
@@ -31,17 +31,6 @@ SEED = 0
 SPREAD_TOLERANCE = 0.30
 STAGE_TOLERANCE = 0.10
 
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    measured: float
-    unit: str
-    tolerance: float
-    source: str
-    # The targets whose sum the emulator predicts for this one: it adds no information of
-    # its own to a fit, and leaving one of them out must take it out too.
-    derived_from: tuple[str, ...] = ()
 
 
 _STAGES = ("dsp2 dsp_stage1 (mean over frames)", "dsp2 cpu_voxelize (mean over frames)",
@@ -66,8 +55,7 @@ POINTCLOUD_TARGETS = (
     Target("cpu max/min over 16 frames", 206.633 / 57.109, "ratio", SPREAD_TOLERANCE,
            "seed 001: CPU reference max 206.633 ms / min 57.109 ms"),
 )
-TARGETS: tuple[Target | cv_calibration.Target, ...] = (*POINTCLOUD_TARGETS,
-                                                       *cv_calibration.TARGETS)
+TARGETS: tuple[Target, ...] = (*POINTCLOUD_TARGETS, *cv_calibration.TARGETS)
 # Board figures predicted and reported beside the targets but not fitted (the reason is
 # where each is defined).
 CHECKS = cv_calibration.CHECKS

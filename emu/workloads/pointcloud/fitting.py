@@ -51,8 +51,22 @@ POOR_FACTOR = 2.0  # a parameter the targets pin only within x/÷ this is poorly
 NULL_WEIGHT = 0.1  # a parameter with this much of a null direction is not determined
 
 
+@dataclass(frozen=True)
+class Target:
+    """A board measurement the emulator is compared with (and may be fitted to)."""
+
+    name: str
+    measured: float
+    unit: str
+    tolerance: float
+    source: str
+    # The targets whose sum the emulator predicts for this one: it adds no information of
+    # its own to a fit, and leaving one of them out must take it out too.
+    derived_from: tuple[str, ...] = ()
+
+
 class TargetSpec(Protocol):
-    """What the fit needs of a measurement (`calibration.Target` is one)."""
+    """What the fit needs of a measurement (`Target` is one)."""
 
     @property
     def name(self) -> str: ...

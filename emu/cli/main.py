@@ -149,18 +149,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="implementation (repeatable; default: all three)")
     source = pc.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", metavar="FILE.bin",
-                        help="raw little-endian float32 point files, read with the values "
-                             "per point of their format: *.pcd.bin 5 (nuScenes: x, y, z, "
-                             "intensity, ring), other *.bin 4 (KITTI: x, y, z, reflectance); "
-                             "the model takes the first 5 (centerpoint: x, y, z, intensity, "
-                             "t) or 4 (pointpillars); a file with fewer exits 2")
+                        help="raw little-endian float32 point files: *.pcd.bin with 5 "
+                             "values a point (nuScenes: x, y, z, intensity, ring), any other "
+                             "*.bin with the model's (5 for centerpoint: x, y, z, intensity, "
+                             "t; 4 for pointpillars: x, y, z, reflectance), a warning when a "
+                             "4-value file seems read as 5; the model takes the first 5 or 4; "
+                             "a file with fewer exits 2")
     source.add_argument("--synthetic", type=_whole(*SYNTHETIC_FRAMES), metavar="N_FRAMES",
                         help="generate N realistic frames (nuScenes-like or KITTI-like; "
                              f"{_span(SYNTHETIC_FRAMES)})")
     pc.add_argument("--columns", type=_whole(*POINT_COLUMNS), metavar="N",
                     help="values per point of every --input file, whatever the names say "
-                         f"({_span(POINT_COLUMNS)}), e.g. 5 for the board sample's nuScenes "
-                         "merged-sweep *.bin files")
+                         f"({_span(POINT_COLUMNS)}), e.g. 4 for a KITTI file given to "
+                         "pointpillars as *.pcd.bin, or 6 for a file with an extra value")
     pc.add_argument("--points", type=_whole(*POINTS_PER_FRAME),
                     help=f"points per synthetic frame ({_span(POINTS_PER_FRAME)})")
     pc.add_argument("--seed", type=_whole(*SEEDS), default=0,
@@ -611,6 +612,7 @@ def _pointcloud(args: argparse.Namespace) -> int:
     from emu.report.outputs import staged_folder
     from emu.report.table import render
     from emu.report.trace import chrome_trace_many
+    from emu.workloads import lidar
     from emu.workloads.pointcloud import runner
     from emu.workloads.pointcloud.params import MODELS
 
@@ -630,6 +632,11 @@ def _pointcloud(args: argparse.Namespace) -> int:
         if frame.columns > params.dims:
             print(f"emu: note: {frame.name}: {frame.columns} values a point, {args.model} "
                   f"reads the first {params.dims}", file=sys.stderr)
+        odd = lidar.implausible_times(frame.points) if frame.columns == 5 else 0.0
+        if odd > 0.5:
+            print(f"emu: warning: {frame.name}: read as 5 values a point, but the 5th (t) is "
+                  f"outside -1..1 s for {odd:.0%} of the points: if the file has 4 values a "
+                  f"point (KITTI), give --columns 4", file=sys.stderr)
         if frame.points_dropped:
             print(f"emu: warning: {frame.name}: only the first {params.max_input_points} points "
                   f"are processed, {frame.points_dropped} dropped", file=sys.stderr)

@@ -5,8 +5,10 @@ Two halves:
 - **Files.** `load_bin` reads a raw little-endian float32 `.bin` (no header, `dims` values
   per point) exactly as the board does, keeping only the first `max_points` points and
   saying how many it dropped; a file whose size is not a whole number of points is refused
-  rather than silently truncated (spec §2). `file_columns` tells the values per point from
-  a file's name (its format, never the model's). `write_bin` writes one atomically.
+  rather than silently truncated (spec §2). `file_columns` tells the values
+  per point from a file's name where the name fixes it (`*.pcd.bin`); any other `.bin`
+  holds the model's (spec §2), and `implausible_times` spots a 4-value file read as 5.
+  `write_bin` writes one atomically.
 - **Synthetic frames.** A small ray caster scans a randomly drawn street scene with a
   spinning LiDAR model, so that the preprocessing sees what real frames look like: beam
   rings on the ground, dense vertical structures, shadows behind objects, dropouts, ten
@@ -74,22 +76,35 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------
 
 _FLOAT_BYTES = 4
-# Values per point by file name, longest suffix first: nuScenes' LIDAR_TOP files
-# (`*.pcd.bin`) hold x, y, z, intensity and the ring index; KITTI's velodyne files (`*.bin`)
-# hold x, y, z and reflectance. The name is all a raw float32 file says about its format.
-FILE_COLUMNS = ((".pcd.bin", 5, "nuScenes .pcd.bin"), (".bin", 4, "KITTI .bin"))
+# Values per point by file name. nuScenes' LIDAR_TOP files (`*.pcd.bin`) hold x, y, z,
+# intensity and the ring index; any other `.bin` holds the model's values per point (spec §2:
+# nuScenes merged-sweep `.bin` files 5, KITTI velodyne `.bin` files 4), so its name does not
+# fix its count: None. The name is all a raw float32 file says about its format.
+FILE_COLUMNS: tuple[tuple[str, int | None, str], ...] = (
+    (".pcd.bin", 5, "nuScenes .pcd.bin"), (".bin", None, ".bin"))
 
 
-def file_columns(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """The values per point of a point file by its name, and the format that says so.
-    Raises `InputError` for a name no format claims."""
+def file_columns(path: str | os.PathLike[str]) -> tuple[int | None, str]:
+    """The values per point of a point file by its name (None: the model's), and the format
+    that says so. Raises `InputError` for a name no format claims."""
     name = Path(path).name.lower()
     for suffix, columns, what in FILE_COLUMNS:
         if name.endswith(suffix):
             return columns, what
-    known = ", ".join(f"{suffix} {columns}" for suffix, columns, _ in FILE_COLUMNS)
+    known = ", ".join(f"{suffix} {columns or 'as the model'}"
+                      for suffix, columns, _ in FILE_COLUMNS)
     raise InputError(f"{path}: cannot tell the values per point from the name ({known}); "
                      f"give --columns N")
+
+
+def implausible_times(points: np.ndarray) -> float:
+    """The share of points whose 5th value, read as a nuScenes sweep time t, lies outside
+    -1..1 s (merged sweeps span about half a second): high when a 4-value file is read as 5
+    values a point, whose 5th column then walks through other points' coordinates."""
+    if points.shape[1] < 5 or not len(points):
+        return 0.0
+    t = points[:, 4]
+    return float(np.count_nonzero(~(np.abs(t) <= 1.0)) / len(t))
 
 
 @dataclass(frozen=True, eq=False)

@@ -103,6 +103,8 @@ def _cloud(rows: int, columns: int, seed: int = 0) -> np.ndarray:
     points = rng.uniform(0.5, 30.0, (rows, columns)).astype(np.float32)
     points[:, 2] = rng.uniform(-2.5, 0.5, rows)
     points[:, 3] = rng.uniform(0.0, 1.0, rows)
+    if columns > 4:
+        points[:, 4] = rng.uniform(0.0, 0.5, rows)  # a sweep time lag, in s
     return points
 
 
@@ -113,14 +115,24 @@ def _points_read(capsys, *argv):
     return frame["points_read"], frame["columns"], err
 
 
-def test_a_kitti_bin_is_read_with_4_values_a_point_and_centerpoint_refuses_it(tmp_path, capsys):
+def test_a_bin_holds_the_models_values_a_point_and_a_kitti_file_misread_is_flagged(
+        tmp_path, capsys):
     path = tmp_path / "000001.bin"
     write_bin(path, _cloud(1000, 4))  # 16,000 bytes: also a whole number of 5-value points
     assert _points_read(capsys, "--model", "pointpillars", "--input", str(path)) == (
         1000, 4, "")
-    code, out, err = _run(capsys, "pointcloud", "--model", "centerpoint", "--input", str(path))
-    assert code == 2 and out == "" and err.count("\n") == 1
-    assert "000001.bin" in err and "4 values a point" in err and "--columns 5" in err
+    # Spec §2: a .bin holds the model's values a point, so centerpoint reads 5: the file's
+    # 4-value points become 800, and the 5th value (t) gives the misreading away.
+    read, columns, err = _points_read(capsys, "--model", "centerpoint", "--input", str(path))
+    assert (read, columns) == (800, 5) and err.count("\n") == 1
+    assert "000001" in err and "--columns 4" in err and "warning" in err
+    code, out, err = _run(capsys, "pointcloud", "--model", "centerpoint", "--input", str(path),
+                          "--columns", "4")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "centerpoint reads 5" in err
+    # A real 5-value file (t within a sweep's half second) is read without a word.
+    write_bin(path, _cloud(1000, 5))
+    assert _points_read(capsys, "--model", "centerpoint", "--input", str(path)) == (
+        1000, 5, "")
 
 
 def test_a_pcd_bin_is_read_with_5_values_a_point(tmp_path, capsys):
@@ -152,8 +164,10 @@ def test_columns_overrides_the_name(tmp_path, capsys):
     # the board sample's nuScenes files: merged sweeps, 5 values a point, named *.bin
     path = tmp_path / "49f8376cd6b34f07b20ed6d5b5b42acd.bin"
     write_bin(path, _cloud(1200, 5))
-    assert _points_read(capsys, "--model", "centerpoint", "--input", str(path), "--columns",
-                        "5") == (1200, 5, "")
+    assert _points_read(capsys, "--model", "centerpoint", "--input", str(path)) == (
+        1200, 5, "")
+    assert _points_read(capsys, "--model", "pointpillars", "--input", str(path), "--columns",
+                        "5")[:2] == (1200, 5)
     other = tmp_path / "scan.dat"  # a name no format claims
     write_bin(other, _cloud(300, 6))
     code, out, err = _run(capsys, "pointcloud", "--model", "pointpillars", "--input", str(other))

@@ -71,14 +71,30 @@ def test_size_not_a_whole_number_of_points_names_the_file_and_sizes(tmp_path):
 
 @pytest.mark.parametrize(("name", "columns"), [
     ("n015-2018-07-24-11-22-45+0800__LIDAR_TOP__1532402927647951.pcd.bin", 5),
-    ("SCAN.PCD.BIN", 5), ("000001.bin", 4), ("cloud.pcd.bin.bin", 4), ("x.pcd", None),
-    ("points.npy", None), ("bin", None)])
+    ("SCAN.PCD.BIN", 5), ("000001.bin", "model"), ("cloud.pcd.bin.bin", "model"),
+    ("x.pcd", None), ("points.npy", None), ("bin", None)])
 def test_file_columns_come_from_the_format_the_name_gives(name, columns):
     if columns is None:
         with pytest.raises(InputError, match="--columns"):
             lidar.file_columns(name)
-    else:
-        assert lidar.file_columns(f"/data/{name}")[0] == columns
+    else:  # "model": a plain .bin holds the model's values a point (spec §2)
+        assert lidar.file_columns(f"/data/{name}")[0] == (None if columns == "model"
+                                                          else columns)
+
+
+def test_implausible_times_spot_a_4_value_file_read_as_5():
+    rng = np.random.default_rng(0)
+    five = np.column_stack([rng.uniform(-50, 50, (500, 3)), rng.uniform(0, 255, 500),
+                            rng.uniform(0, 0.5, 500)]).astype(np.float32)
+    assert lidar.implausible_times(five) == 0.0
+    four = np.column_stack([rng.uniform(-50, 50, (500, 2)), rng.uniform(-2.5, 0.5, 500),
+                            rng.uniform(0, 1, 500)]).astype(np.float32)
+    misread = four.reshape(-1)[: 400 * 5].reshape(400, 5)
+    assert lidar.implausible_times(misread) > 0.5
+    assert lidar.implausible_times(four) == 0.0  # 4 values: no t to judge
+    nan_t = five.copy()
+    nan_t[:, 4] = np.nan
+    assert lidar.implausible_times(nan_t) == 1.0
 
 
 def test_missing_file_is_an_input_error(tmp_path):

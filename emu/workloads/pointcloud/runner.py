@@ -40,11 +40,11 @@ def frames_from_files(paths: Sequence[str], params: PillarParams,
                       columns: int | None = None) -> list[Frame]:
     """Load every file first, so a bad one stops the run before anything is written.
 
-    A file is read with the values per point of its format (`lidar.file_columns`: by its
-    name), or `columns` when given, never the model's; the model takes the first `dims` of
-    them. A file with fewer values per point than the model reads is refused: the spec's
-    models take every value from the file (spec §1-§2), and inventing one (CenterPoint's
-    sweep time t from a KITTI file, say) would change the model's input without a word."""
+    A file is read with the values per point of its format (`lidar.file_columns`: 5 for a
+    `*.pcd.bin`, the model's for any other `.bin`, as spec §2 has it), or `columns` when
+    given; the model takes the first `dims` of them. A file with fewer values per point
+    than the model reads is refused: the spec's models take every value from the file
+    (spec §1-§2), and inventing one would change the model's input without a word."""
     needed = f"{params.name} reads {params.dims} values a point"
     if params.dims in _VALUES:
         needed += f" ({_VALUES[params.dims]})"
@@ -53,7 +53,8 @@ def frames_from_files(paths: Sequence[str], params: PillarParams,
     out = []
     for path in paths:
         if columns is None:
-            n, what = lidar.file_columns(path)
+            known, what = lidar.file_columns(path)
+            n = params.dims if known is None else known
             if n < params.dims:
                 raise InputError(f"{path}: a {what} file has {n} values a point, {needed}; "
                                  f"if this file has {params.dims}, give --columns "

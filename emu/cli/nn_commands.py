@@ -272,6 +272,7 @@ def _model_name(path: str) -> str:
 def _estimate_json(model: Any, resolved: Any) -> dict[str, Any]:
     """A model's static estimate as JSON, with where its time goes and the provisional
     parameters it hangs on most (each halved and doubled: `emu.soc.sensitivity`)."""
+    from emu.soc.clock import PS_PER_MS
     from emu.soc.sensitivity import provisional_sensitivity
 
     estimate = model.estimate(resolved.soc)
@@ -281,7 +282,7 @@ def _estimate_json(model: Any, resolved: Any) -> dict[str, Any]:
             f"A55 {layer.op}" if layer.where == "cpu" and layer.op in (
                 "quantize", "dequantize", "layout") else \
             "A55 operators" if layer.where == "cpu" else layer.where
-        kinds[kind] = kinds.get(kind, 0.0) + layer.time_ps / 1e9
+        kinds[kind] = kinds.get(kind, 0.0) + layer.time_ps / PS_PER_MS
     ordered = dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
     sensitive = provisional_sensitivity(
         resolved, lambda soc: model.estimate(soc).latency_ms, ("bpu.", "cpu.", "ddr."))

@@ -31,7 +31,8 @@ no simulation inside. The model, and what each part of it stands for:
   back. A subgraph's inputs come from DDR and its outputs go there. So a pointwise
   projection's small output feeding the next expansion stays on chip, and the same model
   at batch 256 spills the large expansions. A layer group streams its DDR operands through
-  tile buffers that this rule does not count.
+  tile buffers that this rule does not count. An output that every reader views with one
+  other shape (`held_as`) is held, counted and written in that shape.
 - **Images.** An image input (uint8 NV12 planes, packed RGB: `TensorRef.packed`) is not in
   the BPU's layout but as the camera pipeline, the user or the resizer wrote it: its DDR
   bytes, and its footprint when it is on chip, are its real bytes. The granules still pad
@@ -123,7 +124,10 @@ class LayerGroup:
     output's W (see the module); `leaves` marks an output the subgraph hands on (to DDR);
     `split_axes` the output axes along which the compiler may cut it into parts (ROWS: each
     output row reads a window of `kernel_h` rows of each input at the input's row step;
-    CHANNELS: each output channel is computed on its own)."""
+    CHANNELS: each output channel is computed on its own); `held_as` the shape the output is
+    held in when every reader views it with one other shape (a pooled map flattened for an
+    FC): the compiler lays it out for the view, so the view costs nothing and the bytes
+    written are the bytes read (None: as `output`)."""
 
     name: str
     op: str
@@ -140,6 +144,7 @@ class LayerGroup:
     passes: int = 1
     leaves: bool = False
     split_axes: tuple[int, ...] = SPLIT_AXES
+    held_as: TensorRef | None = None
 
     def __post_init__(self) -> None:
         if self.op_class not in OP_CLASSES:
@@ -216,6 +221,11 @@ def _pad(value: int, granule: int) -> int:
     return ceil_div(value, granule) * granule
 
 
+def held(layer: LayerGroup) -> TensorRef:
+    """The output of `layer` in the shape it is held in (on chip or in DDR)."""
+    return layer.held_as or layer.output
+
+
 def layout_bytes(tensor: TensorRef, bpu: BpuConfig) -> int:
     """Bytes of `tensor` as it is held: in the BPU's layout, H, W and C padded to the
     array's granules; a packed image as is."""
@@ -271,7 +281,7 @@ def plan_residency(layers: Sequence[LayerGroup], bpu: BpuConfig,
     subgraph's inputs and outputs, in DDR."""
     last_use = _last_use(layers)
     candidates = sorted(
-        (layout_bytes(layer.output, bpu), i) for i, layer in enumerate(layers)
+        (layout_bytes(held(layer), bpu), i) for i, layer in enumerate(layers)
         if not layer.leaves and layer.output.name not in leaving
         and last_use[layer.output.name] > i)
     live = [0] * len(layers)
@@ -294,7 +304,7 @@ def _cost(layer: LayerGroup, bpu: BpuConfig, ddr: DdrConfig, on_chip: Collection
     read = sum(layout_bytes(ref, bpu) for ref in layer.inputs if ref.name not in on_chip)
     if not resident_weights:
         read += layer.weight_bytes
-    written = 0 if layer.output.name in on_chip else layout_bytes(layer.output, bpu)
+    written = 0 if layer.output.name in on_chip else layout_bytes(held(layer), bpu)
     return LayerCost(layer.name, clock.cycles_to_ps(compute_cycles(layer, bpu)), read,
                      written, solo_transfer_ps(read + written, ddr, bpu.ddr_port_bytes_per_s),
                      fixed_ps)
@@ -333,7 +343,7 @@ def layer_part(layer: LayerGroup, axis: int, first: int, stop: int) -> LayerGrou
     size = stop - first
     if axis == ROWS:
         return replace(layer, name=f"{layer.name}[rows {first}:{stop}]",
-                       output=replace(layer.output, h=size),
+                       output=replace(layer.output, h=size), held_as=None,
                        inputs=tuple(replace(ref, h=input_rows(layer, ref, size))
                                     for ref in layer.inputs))
     every_channel = layer.op_class == "dense" and layer.groups == 1
@@ -341,6 +351,8 @@ def layer_part(layer: LayerGroup, axis: int, first: int, stop: int) -> LayerGrou
                    for ref in layer.inputs)
     return replace(layer, name=f"{layer.name}[channels {first}:{stop}]",
                    output=replace(layer.output, c=size), inputs=inputs,
+                   held_as=(replace(layer.held_as, c=size) if layer.held_as is not None
+                            and layer.held_as.c == layer.output.c else None),
                    weight_bytes=ceil_div(layer.weight_bytes * size, layer.output.c))
 
 
@@ -465,7 +477,7 @@ def function_calls(layers: Sequence[LayerGroup], bpu: BpuConfig, ddr: DdrConfig,
     overhead_ps = Clock("bpu", bpu.freq_hz).cycles_to_ps(bpu.fc_overhead_cycles)
     on_chip = plan_residency(layers, bpu)
     produced = {layer.output.name: i for i, layer in enumerate(layers)}
-    sizes: Mapping[str, int] = {layer.output.name: layout_bytes(layer.output, bpu)
+    sizes: Mapping[str, int] = {layer.output.name: layout_bytes(held(layer), bpu)
                                 for layer in layers if layer.output.name in on_chip}
     last_use = _last_use(layers)
     in_use = [sum(size for name, size in sizes.items() if produced[name] <= m <= last_use[name])

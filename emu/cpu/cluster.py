@@ -69,15 +69,18 @@ class CpuWork:
     memory accesses it made, in order, or a cache-maintenance operation.
 
     Per access: `addrs` its byte address, `is_write` a store, `full_line` a store that
-    writes its whole line, `streams` the id (0-255) of the instruction stream it belongs to
-    (what the prefetcher tells streams apart by). Missing flags mean loads, partial stores,
-    stream 0."""
+    writes its whole line, `loaded` a store to a line the same instruction stream loaded
+    first (a read-modify-write recorded as one access: it dirties the line as a store does
+    and waits for it as a load does), `streams` the id (0-255) of the instruction stream it
+    belongs to (what the prefetcher tells streams apart by). Missing flags mean loads,
+    partial stores, nothing loaded first, stream 0."""
 
     name: str
     ops: np.ndarray
     addrs: np.ndarray | None = None
     is_write: np.ndarray | None = None
     full_line: np.ndarray | None = None
+    loaded: np.ndarray | None = None
     streams: np.ndarray | None = None
     maintenance: CacheMaintenance | None = None
 
@@ -178,7 +181,8 @@ class CpuCluster(CoreGroup):
         result = self.caches.access(core, addrs, writes, streaming, outcomes)
         streams = (np.zeros(n, np.uint8) if work.streams is None
                    else np.ascontiguousarray(work.streams, np.uint8))
-        loads = memsys.classify(lines, writes, streams, outcomes,
+        stores = writes & ~_flags(work.loaded, n)
+        loads = memsys.classify(lines, stores, streams, outcomes,
                                 self.cfg.tlb.page_bytes // self.cfg.line_bytes)
         tlb = self.tlbs.lookup(core, addrs)
         stalls = timing.memory_stall_cycles(

@@ -15,9 +15,10 @@ previous miss's plus the same non-zero stride, at most a page away, was fetched 
 time and costs no stall, whatever level served it. The record holds lines, so a constant
 byte stride that is not a whole number of lines (400 B: 6.25 lines) shows as steps that
 differ by one line; a step within one line of the previous one, in the same direction,
-continues the stride. Other loads stall for the level that
-served them (L2, L3, or DDR: a dependent load the core must wait for). Stores that miss are
-counted but cost no stall: the store buffer absorbs them.
+continues the stride. Other loads stall for the level that served them (L2, L3, or DDR: a
+dependent load the core must wait for), and so does a read-modify-write (a load and then a
+store of the same line, one access of the record). Stores that miss are counted but cost no
+stall: the store buffer absorbs them.
 """
 
 from __future__ import annotations
@@ -58,16 +59,17 @@ def streaming_stores(lines: npt.NDArray[np.int64], is_write: npt.NDArray[np.bool
 
 
 @njit
-def classify(lines: npt.NDArray[np.int64], is_write: npt.NDArray[np.bool_],
+def classify(lines: npt.NDArray[np.int64], is_store: npt.NDArray[np.bool_],
              streams: npt.NDArray[np.uint8], outcomes: npt.NDArray[np.uint8],
              page_lines: int) -> npt.NDArray[np.int64]:
-    """Counts of the loads by cost and of the store misses (indices above)."""
+    """Counts of the loads by cost and of the store misses (indices above). `is_store` marks
+    the accesses that are stores only: a read-modify-write of a line counts as a load."""
     counts = np.zeros(N_COUNTS, np.int64)
     last = np.full(N_STREAMS, -1, np.int64)
     stride = np.zeros(N_STREAMS, np.int64)
     for i in range(lines.size):
         outcome = outcomes[i]
-        if is_write[i]:
+        if is_store[i]:
             if 2 <= outcome <= 4:
                 counts[STORE_MISSES] += 1
             continue

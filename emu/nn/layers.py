@@ -37,9 +37,12 @@
 - Flatten, Reshape, Squeeze, Unsqueeze and Split along any axis cost nothing: the BPU's
   compiler views the same memory with another shape (a split's parts are slices of its
   input), so readers of their outputs read their input (`TensorRef.name` is then the
-  input's). Concat is not free: its parts come from different producers, and the
-  compiler only writes them in place when each producer's output layout matches the
-  concat's slice, which it does not track here; it is timed as a copy.
+  input's). When every reader views a layer group's output with one other shape (a pooled
+  map flattened for an FC), the compiler lays the output out in that shape (`held_as`):
+  the view then is the same memory, and what the producer writes is what the readers read.
+  Concat is not free: its parts come from different producers, and the compiler only
+  writes them in place when each producer's output layout matches the concat's slice,
+  which it does not track here; it is timed as a copy.
 
 Tensors are N x H x W x C: an (N, C, H, W) feature map as is; (N, C), an FC's operand, as
 one row of N pixels (an FC is a 1x1 conv over the batch, which fills the MAC array's
@@ -268,4 +271,20 @@ def layer_groups(graph: Graph, segment: Segment,
             builder.add(by_name[name])
     leaving = {builder.ref(name).name for name in segment.outputs}
     return [replace(layer, leaves=True) if layer.output.name in leaving else layer
-            for layer in builder.layers]
+            for layer in _held_as_viewed(builder.layers)]
+
+
+def _held_as_viewed(layers: list[LayerGroup]) -> list[LayerGroup]:
+    """Each layer group whose output every reader here views with one other shape (a
+    flatten between a pool and an FC), set to hold its output in that shape."""
+    seen: dict[str, set[TensorRef]] = {}
+    for layer in layers:
+        for ref in layer.inputs:
+            seen.setdefault(ref.name, set()).add(ref)
+    out = []
+    for layer in layers:
+        views = seen.get(layer.output.name, set())
+        if len(views) == 1 and layer.output not in views:
+            layer = replace(layer, held_as=next(iter(views)))
+        out.append(layer)
+    return out

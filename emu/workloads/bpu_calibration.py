@@ -13,10 +13,10 @@ source says can change an estimate tenfold; the model has no optimisation level)
 latency targets are the BPU part of the estimate (`ModelEstimate.bpu_ps`): hb_perf times
 the BPU subgraph, not the CPU's input quantize and output dequantize.
 
-At the preset's fit: the MobileNetV2 totals within 15 % (batch-256 latency +1.1 %,
-batch-1 latency +1.9 %, DDR bytes per frame -8 % to +15 %), RMS log error per layer 0.52 on compute
-and 0.83 on load/store (factors 1.7 and 2.3: the model keeps whole tensors on chip or
-not, the compiler's choices are finer); YOLOv8s predicted within 8 % (+7.5 %).
+At the preset's fit: the MobileNetV2 totals within 10 % (batch-256 latency -1.6 %,
+batch-1 latency +0.8 %, DDR bytes per frame -8 % to +10 %), RMS log error per layer 0.52
+on compute and 0.82 on load/store (factors 1.7 and 2.3: the model keeps whole tensors on
+chip or not, the compiler's choices are finer); YOLOv8s predicted within 8 % (+7.4 %).
 
 Rows of the published table that cover several blocks ("features_5..6", "23-45 us") give
 each block the range's midpoint. A load/store time of a few µs means the layer's tensors

@@ -295,3 +295,19 @@ def test_bad_layer_groups_are_refused():
         LayerGroup("l", "Conv", "dense", x, (x,), cin=0)
     with pytest.raises(ValueError, match="at least 1"):
         TensorRef("t", 1, 0, 4, 4)
+
+
+def test_a_part_of_a_layer_held_as_a_view_holds_its_share_of_the_view():
+    """A pool's 8 maps of 1x1x64 held as one row of 8 pixels (the view an FC reads): a tile
+    of 16 channels is held as 8 pixels of 16 channels; a band of rows (a reshape's rows are
+    not the view's) falls back to the part's own shape."""
+    x = TensorRef("x", 8, 2, 2, 64)
+    pool = LayerGroup("pool", "GlobalAveragePool", "pool", TensorRef("p", 8, 1, 1, 64), (x,),
+                      cin=1, kernel_h=2, kernel_w=2,
+                      held_as=TensorRef("p", 1, 1, 8, 64))
+    tile = layer_part(pool, CHANNELS, 0, 16)
+    assert tile.held_as == TensorRef("p", 1, 1, 8, 16)
+    flat = dataclasses.replace(pool, held_as=TensorRef("p", 1, 1, 8 * 64, 1))
+    assert layer_part(flat, CHANNELS, 0, 16).held_as is None
+    deep = dataclasses.replace(pool, output=TensorRef("p", 8, 4, 1, 64))
+    assert layer_part(deep, ROWS, 0, 2).held_as is None

@@ -80,3 +80,27 @@ def test_the_static_cost_of_a_maintenance_call_is_what_the_cluster_charges():
             CLEAN, 4096, 10_000)), "clean")  # nothing is cached: nothing to write back
         core, moved = timing.maintenance_ps(-(-10_000 // cpu.line_bytes), 0, cpu, ddr)
         assert (s.main.now_ps, moved) == (core, 0)
+
+
+def test_a_read_modify_write_of_a_cold_line_waits_for_it_and_a_plain_store_does_not():
+    """Scattered counters (`count[i] += 1`): the record has one access a line, loaded first
+    and then stored. The load's miss stalls the in-order core as any dependent load does; the
+    same accesses as plain stores go to the store buffer and cost no stall. Both dirty the
+    lines (the same DDR traffic)."""
+    lines = np.arange(0, 64 * 4096 * 7, 4096 * 7, dtype=np.int64)  # no stride the prefetcher
+    rng = np.random.default_rng(3)                                  # could learn: shuffled
+    addrs = rng.permutation(lines)
+    stores = np.ones(len(addrs), np.bool_)
+
+    def run(loaded):
+        with emu.Session() as s:
+            s.main.cpu(CpuWork("counts", ops.counts(load=64, store=64, int=64), addrs=addrs,
+                               is_write=stores, loaded=loaded), "counts")
+            return s.main.now_ps, dict(s.soc.cpu.counters), s.config.ddr.latency_ps
+
+    rmw_ps, rmw, latency_ps = run(stores)
+    store_ps, plain, _ = run(None)
+    assert rmw["loads_from_ddr"] == len(addrs) and plain["loads_from_ddr"] == 0
+    assert plain["store_misses"] == len(addrs) and rmw.get("store_misses", 0) == 0
+    assert rmw["ddr_line_reads"] == plain["ddr_line_reads"] == len(addrs)
+    assert rmw_ps > store_ps + len(addrs) * latency_ps // 2

@@ -145,6 +145,25 @@ def test_layer_groups_of_mobilenetv2_classify_its_convs_and_alias_the_flatten():
     assert sum(lg.ops for lg in groups.values() if lg.op in ("Conv", "FC")) == 12_249_856
 
 
+@pytest.mark.parametrize("batch", [1, 256])
+def test_a_flattened_pool_is_held_as_the_fc_reads_it(batch):
+    """The pool's output is read only through the flatten's view (one row of `batch`
+    pixels of 1280 channels): it is held in that shape, so whatever the pool writes to DDR
+    is what the FC reads back, byte for byte, and its footprint on chip is the view's."""
+    graph = bpu_calibration.compiled("mobilenetv2", 32, batch, 10)
+    groups = {lg.name: lg for lg in _bpu_layers(graph)}
+    pool, fc = groups["fc.pool"], groups["logits"]
+    assert timing.held(pool) == fc.inputs[0]  # at batch 1 the view is the output's shape
+    assert (pool.output.n, pool.output.w) == (batch, 1)
+    assert (fc.inputs[0].n, fc.inputs[0].h, fc.inputs[0].w, fc.inputs[0].c) == (1, 1, batch, 1280)
+    assert timing.held(groups["head.conv"]) == groups["head.conv"].output  # read as is
+    tight = dataclasses.replace(CFG, bpu=dataclasses.replace(CFG.bpu, sram_bytes=64 << 10))
+    costs = {c.name: c for c in timing.layer_costs(list(groups.values()), tight.bpu, CFG.ddr)}
+    view = timing.layout_bytes(fc.inputs[0], CFG.bpu)
+    assert costs["fc.pool"].written_bytes == view
+    assert costs["logits"].read_bytes - fc.weight_bytes == view
+
+
 def test_layer_groups_of_yolov8_fuse_silu_alias_split_and_copy_concat():
     graph = bpu_calibration.compiled("yolov8n", 64, 1)
     groups = _bpu_layers(graph)

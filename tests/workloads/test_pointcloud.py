@@ -161,3 +161,41 @@ def test_a_frame_after_one_that_ran_out_of_pillars_starts_from_clear_tables(mode
             assert np.array_equal(got.coords, want["coords"]), impl
             assert np.array_equal(got.features, want["features"]), impl
             assert got.pillars == want["pillars"], impl
+
+
+def _touch_reference(accesses, line_shift):
+    """Entries as the recorder keeps them: an access to the line its stream touched last
+    joins that entry (a store makes it a store), any other opens one; an entry opened by a
+    load stays marked as loaded."""
+    entries: list[list] = []  # [line address, stream, write, loaded]
+    last: dict[int, int] = {}
+    for stream, addr, write in accesses:
+        line = addr >> line_shift
+        i = last.get(stream)
+        if i is not None and entries[i][0] == line << line_shift:
+            entries[i][2] |= write
+            continue
+        last[stream] = len(entries)
+        entries.append([line << line_shift, stream, write, not write])
+    return entries
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_access_record_keeps_a_load_then_store_of_a_line_as_a_read_modify_write(seed):
+    from emu.workloads.pointcloud import cpu_kernels as ck
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    accesses = [(int(s), int(a), bool(w)) for s, a, w in zip(
+        rng.integers(0, 3, n), rng.integers(0, 6, n) * 40, rng.random(n) < 0.5, strict=True)]
+    record = np.zeros((n, 2), np.int64)
+    last = np.full((3, 2), -1, np.int64)  # [line, entry] of each stream's last access
+    stats = np.zeros(ck.N_STATS, np.int64)
+    for stream, addr, write in accesses:
+        ck._touch(record, last, stats, stream, addr, write, 6)
+    want = _touch_reference(accesses, 6)
+    k = int(stats[ck.ENTRIES])
+    flags = record[:k, 1]
+    got = [[int(record[i, 0]), int(flags[i] >> 8), bool(flags[i] & ck.WRITE),
+            bool(flags[i] & ck.LOADED)] for i in range(k)]
+    assert got == want and stats[ck.MERGED] == n - k

@@ -42,8 +42,10 @@ from emu.vdsp.ops.pointcloud_kernels import (
 MERGED, ENTRIES, OVERFLOW = op.N_CLASSES, op.N_CLASSES + 1, op.N_CLASSES + 2
 N_STATS = op.N_CLASSES + 3
 
-# An entry of the access record: [line address, flags]; flags = WRITE | FULL_LINE | id << 8.
-WRITE, FULL_LINE = 1, 2
+# An entry of the access record: [line address, flags]; flags = WRITE | FULL_LINE | LOADED |
+# id << 8. LOADED: the entry began with a load, so a store merged into it makes a
+# read-modify-write of the line, which stalls for the line as the load does.
+WRITE, FULL_LINE, LOADED = 1, 2, 4
 # Branch sites of the 2-bit predictor a kernel keeps (one counter per data-dependent branch).
 N_SITES = 8
 
@@ -86,7 +88,7 @@ def _touch(record, last, stats, stream, byte_addr, write, line_shift):
         stats[OVERFLOW] += 1
         return
     record[n, 0] = line << line_shift
-    record[n, 1] = (stream << 8) | (WRITE if write else 0)
+    record[n, 1] = (stream << 8) | (WRITE if write else LOADED)
     last[stream, 0] = line
     last[stream, 1] = n
     stats[ENTRIES] = n + 1

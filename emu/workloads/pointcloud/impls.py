@@ -73,7 +73,7 @@ class _Stream:
         counts += CALL  # the step's function call itself
         return CpuWork(name, ops=counts, addrs=self.record[:n, 0].copy(),
                        is_write=(flags & ck.WRITE) != 0, full_line=(flags & ck.FULL_LINE) != 0,
-                       streams=(flags >> 8).astype(np.uint8))
+                       loaded=(flags & ck.LOADED) != 0, streams=(flags >> 8).astype(np.uint8))
 
 
 class Preprocessor:

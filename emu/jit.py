@@ -8,10 +8,12 @@ for coverage.
 
 numba checks a cached kernel against the file that defines it only, so a kernel in one
 module that calls an op of `emu/vdsp/isa.py` would keep running the old op after isa.py
-changed, with the old work counts. So the cache lives in a folder named after a digest of
-every source kernels can depend on (`kernel_sources`): change any of them and every kernel
-compiles afresh. The folder is under `NUMBA_CACHE_DIR` when that is set, else under the
-package's `__pycache__`; folders of older digests there are removed.
+changed, with the old work counts; one that reads the instruction-class indices of
+`emu/cpu/ops.py` would keep counting into the old classes. So the cache lives in a folder
+named after a digest of every source kernels can depend on (`kernel_sources`: the modules
+that define kernels and everything they import, followed import by import): change any of
+them and every kernel compiles afresh. The folder is under `NUMBA_CACHE_DIR` when that is
+set, else under the package's `__pycache__`; folders of older digests there are removed.
 
 A kernel called from another kernel with a constant argument (`splat_i32(ctx, 0)`) would
 be compiled once more for every distinct constant: numba types a constant as a literal
@@ -22,11 +24,12 @@ type signature. On `emu dsp cv --all` from a cold cache that is 222 compilations
 of 254, 136 s instead of 152 s.
 """
 
+import ast
 import hashlib
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -37,25 +40,92 @@ _Kernel = TypeVar("_Kernel", bound=Callable[..., Any])
 
 PACKAGE = Path(__file__).resolve().parent
 _USES_JIT = re.compile(r"^from emu\.jit import", re.M)
-_EMU_IMPORT = re.compile(r"^from (emu(?:\.\w+)+) import", re.M)
 _KEY_PREFIX = "emu-kernels-"
 
 
 def kernel_sources(package: Path = PACKAGE) -> list[Path]:
     """The files compiled kernels can depend on: this module, every module that defines
-    kernels with it, and the emu modules those import (constants and helpers a kernel reads
-    are frozen into it at compile time)."""
+    kernels with it (imports from `emu.jit`), and every emu module those import, directly or
+    through another (constants and helpers a kernel reads are frozen into it at compile
+    time, and an imported constant may be computed from a third module's)."""
     root = package.parent
-    found = {package / "jit.py"}
-    for path in sorted(package.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        if _USES_JIT.search(text):
+    pending = [package / "jit.py"] + [p for p in sorted(package.rglob("*.py"))
+                                      if _USES_JIT.search(p.read_text(encoding="utf-8"))]
+    found: set[Path] = set()
+    while pending:
+        path = pending.pop()
+        if path not in found:
             found.add(path)
-            for module in _EMU_IMPORT.findall(text):
-                stem = root.joinpath(*module.split("."))
-                found.update(p for p in (stem.with_suffix(".py"), stem / "__init__.py")
-                             if p.is_file())
+            pending.extend(_imported_files(path, root))
     return sorted(found)
+
+
+def _imported_files(path: Path, root: Path) -> set[Path]:
+    """The files of the emu modules `path` imports when it is imported: the imports that run
+    then (at module level, also under `if`/`try`), not those inside functions, which run
+    later if ever, nor those under `if TYPE_CHECKING:`, which never run. `from a.b import c`
+    names the file of a.b, or of a.b.c when c is a module of that package."""
+    package = path.relative_to(root).parts[:-1]
+    files: set[Path] = set()
+
+    def module_file(parts: Sequence[str]) -> Path | None:
+        stem = root.joinpath(*parts)
+        for candidate in (stem.with_suffix(".py"), stem / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    for node in _import_statements(path.read_text(encoding="utf-8")):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "emu" and (found := module_file(parts)):
+                    files.add(found)
+            continue
+        parts = [*package[:len(package) - node.level + 1]] if node.level else []
+        parts += node.module.split(".") if node.module else []
+        if parts and parts[0] == "emu":
+            for alias in node.names:
+                if found := module_file([*parts, alias.name]) or module_file(parts):
+                    files.add(found)
+    return files
+
+
+# An import statement, with its indentation, over several lines when parenthesised. Found
+# by pattern and parsed alone: parsing whole modules (isa.py is 3,000 lines) would add a
+# fifth of a second to every process that imports a kernel.
+_IMPORT = re.compile(r"^([ \t]*)((?:from[ \t]+\S+[ \t]+import[ \t]*\([^)]*\))"
+                     r"|(?:from[ \t]+\S+[ \t]+import|import)[ \t][^\n]*)", re.M)
+_BLOCK = re.compile(r"^([ \t]*)(\S[^\n]*)", re.M)
+_NOT_AT_IMPORT = re.compile(r"(?:async[ \t]+)?def[ \t]|if[ \t]+(?:typing\.)?TYPE_CHECKING\b")
+
+
+def _import_statements(text: str) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements of a module's source that run when it is imported."""
+    for match in _IMPORT.finditer(text):
+        indent = len(match[1])
+        if indent and not _runs_at_import(text[:match.start()], indent):
+            continue
+        try:
+            statement = ast.parse(match[2]).body
+        except SyntaxError:  # prose in a docstring that begins with "import"
+            continue
+        for node in statement:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+
+
+def _runs_at_import(before: str, indent: int) -> bool:
+    """Whether a statement indented by `indent` after the source `before` runs at import:
+    no block that holds it is a function's body or an `if TYPE_CHECKING:`."""
+    for line in reversed(list(_BLOCK.finditer(before))):
+        if len(line[1]) < indent:
+            if _NOT_AT_IMPORT.match(line[2]):
+                return False
+            indent = len(line[1])
+            if not indent:
+                return True
+    return True
 
 
 def files_digest(paths: Iterable[Path], root: Path) -> str:

@@ -43,6 +43,7 @@ import numpy.typing as npt
 
 from emu.cpu import ops
 from emu.cpu.cluster import CLEAN, INVALIDATE, CacheMaintenance, CpuWork
+from emu.cpu.work import Stream, stream_work
 from emu.dv import packing
 from emu.errors import InputError, PoolError
 from emu.mem.pool import PoolBuffer
@@ -319,9 +320,14 @@ def absorb_cpu_writes(mem: dmp_dv_mem, thread: Any) -> None:
     if not changed.size:
         return
     lines = np.unique(changed // line)
-    addrs = mem.buffer.phys_addr + lines * line
-    thread.cpu(CpuWork("CPU writes", ops.counts(store=len(lines), int=len(lines)),
-                       addrs=addrs, is_write=np.ones(len(lines), np.bool_)), "CPU writes")
+    # Per line a store and its address arithmetic; the stores are known by what changed
+    # only, so none is taken to write its whole line. Consecutive lines as one stream.
+    runs = np.split(lines, np.flatnonzero(np.diff(lines) != 1) + 1)
+    base = mem.buffer.phys_addr
+    streams = [Stream(base + int(run[0]) * line, len(run) * line, store=True, whole_lines=False)
+               for run in runs]
+    thread.cpu(stream_work("CPU writes", ops.counts(store=len(lines), int=len(lines)),
+                           streams, line), "CPU writes")
     mem.pending[lines] = True
     mem.cpu_bytes[:] = mem.view
 

@@ -57,6 +57,7 @@ import numpy.typing as npt
 
 from emu.cpu import ops
 from emu.cpu.cluster import CLEAN, INVALIDATE, CacheMaintenance, CpuWork
+from emu.cpu.work import copy_work
 from emu.errors import PoolError
 from emu.mem.pool import PoolBuffer
 from emu.runtime import session, status
@@ -215,21 +216,6 @@ def hbSysFlushMem(mem: hbSysMem, flag: int) -> int:
         return HB_SYS_SUCCESS
 
 
-def _copy_cost(sess: session.Session, buf: PoolBuffer, size: int, label: str, *,
-               writes: bool) -> CpuWork:
-    # memcpy on the host core: per vector a NEON load and store, and a loop step (an ALU op
-    # and a branch, mispredicted once at the end). Only the pool side is in the simulated
-    # address space: one access per line, stores writing whole lines where the copy covers
-    # them.
-    cpu = sess.config.cpu
-    vectors = -(-size // cpu.vector_bytes)
-    addrs = np.arange(buf.phys_addr, buf.phys_addr + size, cpu.line_bytes, dtype=np.int64)
-    full = writes & (addrs + cpu.line_bytes <= buf.phys_addr + size)
-    return CpuWork(label, ops=ops.counts(load=vectors, store=vectors, int=vectors,
-                                         branch=vectors, mispredict=1),
-                   addrs=addrs, is_write=np.full(len(addrs), writes), full_line=full)
-
-
 def _host_bytes(array: Any, *, writable: bool) -> npt.NDArray[np.uint8] | None:
     """A host buffer as the bytes a C pointer would reach: bytes-like objects, or a
     contiguous NumPy array of a plain (non-object) type; None for anything else."""
@@ -256,7 +242,11 @@ def _copy(name: str, mem: Any, host: Any, size: Any, *, into_pool: bool) -> int:
             buf.data[:nbytes] = host_bytes[:nbytes]
         else:
             host_bytes[:nbytes] = buf.data[:nbytes]
-        thread.cpu(_copy_cost(sess, buf, nbytes, "memcpy", writes=into_pool), "memcpy")
+        # Only the pool side is in the simulated address space.
+        cpu = sess.config.cpu
+        thread.cpu(copy_work("memcpy", buf.phys_addr, nbytes, store=into_pool,
+                             vector_bytes=cpu.vector_bytes, line_bytes=cpu.line_bytes),
+                   "memcpy")
         return HB_SYS_SUCCESS
 
 

@@ -6,13 +6,14 @@ arrival; 255 preempts at a stage boundary, i.e. between tiles). Entering an oper
 remoteproc state: a stopped core takes no task from the queue.
 
 `VdspCore.compute` runs a numba kernel on the core's TCM with the ISA emulation and returns
-the cycles it costs by `emu.vdsp.timing`; an emulated fault (an access outside the TCM or
+the cycles it costs by `emu.vdsp.timing` (`setup_loop_cycles` likewise for a loop of an
+operator's set-up code, which is no kernel call); an emulated fault (an access outside the TCM or
 the gather window) raises `DspError`, which fails the task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 import simpy
@@ -62,12 +63,7 @@ class VdspCore(Component):
 
     def compute(self, kernel: Callable[..., Any], *args: Any) -> timing.KernelCycles:
         """Run `kernel(ctx, *args)` on this core's TCM; the cycles it costs."""
-        isa.reset_counters(self.ctx)
-        isa.clear_fault(self.ctx)
-        kernel(self.ctx, *args)
-        if self.ctx.fault[0] != isa.FAULT_NONE:
-            raise DspError(f"{self.path}: emulated fault: {isa.describe_fault(self.ctx.fault)}")
-        cycles = timing.kernel_cycles(self.ctx.counters, self.cfg)
+        cycles = self._emulate(kernel, [args])
         self.count("kernel_calls")
         self.count("kernel_cycles", cycles.total)
         self.count("bundles", cycles.bundles)
@@ -79,6 +75,27 @@ class VdspCore(Component):
         self.count("vector_memory_ops", int(c[isa.C_LOAD] + c[isa.C_STORE] + c[isa.C_GATHER_A]
                                             + c[isa.C_SCATTER]))
         return cycles
+
+    def setup_loop_cycles(self, kernel: Callable[..., Any], calls: Iterable[tuple[Any, ...]]
+                          ) -> int:
+        """The cycles of a vector loop in an operator's set-up code over data it places in
+        TCM piece by piece (a pass over its arguments): `kernel(ctx, *args)` for each
+        `args` of `calls` (an iterator may place the next piece before it yields its
+        arguments), with the ISA emulation, its op counts summed. Part of the set-up code,
+        not a kernel call of its own: no call cycles; charge them with `setup`."""
+        cycles = self._emulate(kernel, calls)
+        return cycles.total - cycles.call_cycles
+
+    def _emulate(self, kernel: Callable[..., Any], calls: Iterable[tuple[Any, ...]]
+                 ) -> timing.KernelCycles:
+        isa.reset_counters(self.ctx)
+        isa.clear_fault(self.ctx)
+        for args in calls:
+            kernel(self.ctx, *args)
+            if self.ctx.fault[0] != isa.FAULT_NONE:
+                raise DspError(
+                    f"{self.path}: emulated fault: {isa.describe_fault(self.ctx.fault)}")
+        return timing.kernel_cycles(self.ctx.counters, self.cfg)
 
     def setup(self, slot: CoreSlot, cycles: int, label: str, kernel_cycles: int = 0
               ) -> Generator[simpy.Event, Any, None]:

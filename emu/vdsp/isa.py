@@ -32,7 +32,7 @@ instructions, so they take no context and count nothing.
 Destination registers. Every op that produces a vector takes an optional last argument
 `out`: without it the op returns a new array; with it the op writes its result into `out`
 and returns it. `out` must have the op's lane type and count (another type is a numba typing
-error, another count a ValueError). Kernels make their registers once (`np.empty(16,
+error, another count a ValueError). Kernels make their registers once (`np.empty(LANES_32,
 np.float32)`, ...) and pass them in their loops, as C code names vector variables: an op
 then allocates nothing, which makes it several times cheaper to emulate. For lane-wise ops
 and the interleaves `out` may be one of the inputs (`add_i32(ctx, a, b, out=a)`); the ops
@@ -119,6 +119,12 @@ _Float = float | np.floating[Any]
 
 VECTOR_BYTES = 64
 """Bytes in one vector register (512 bits)."""
+LANES_32 = VECTOR_BYTES // 4
+"""Lanes of a register of 32-bit elements (int32, uint32, float32)."""
+LANES_16 = VECTOR_BYTES // 2
+"""Lanes of a register of 16-bit elements."""
+LANES_8 = VECTOR_BYTES
+"""Lanes of a register of 8-bit elements."""
 WINDOW_BYTES = 65536
 """Gather and scatter offsets must be below this: the 64 KiB window above the base address."""
 
@@ -1569,7 +1575,7 @@ def gather_d_lo_i8(ctx: Context, gather_register: _Vec[Any], out: I8 | None = No
     _tick(ctx, C_GATHER_D, 1)
     _check_size(gather_register, 32)
     if out is None:
-        out = np.empty(64, np.int8)
+        out = np.empty(LANES_8, np.int8)
     _check_size(out, 64)
     for i in range(32):
         out[i] = gather_register[i]  # keeps the low byte
@@ -1589,7 +1595,7 @@ def gather_d_hi_i8(
     low = vec.view(np.int8)
     _check_size(low, 64)
     if out is None:
-        out = np.empty(64, np.int8)
+        out = np.empty(LANES_8, np.int8)
     _check_size(out, 64)
     for i in range(32):
         out[i] = low[i]
@@ -1870,7 +1876,7 @@ def shfl_u8(ctx: Context, table: U8, idx: U8, out: U8 | None = None) -> U8:
     `idx`. C_ALU."""
     _tick(ctx, C_ALU, 1)
     if out is None:
-        out = np.empty(64, np.uint8)
+        out = np.empty(LANES_8, np.uint8)
     _check_size(table, 64)
     _check_size(idx, 64)
     _check_size(out, 64)
@@ -1887,7 +1893,7 @@ def sel_u8(ctx: Context, a: U8, b: U8, idx: U8, out: U8 | None = None) -> U8:
     any of the inputs. C_ALU."""
     _tick(ctx, C_ALU, 1)
     if out is None:
-        out = np.empty(64, np.uint8)
+        out = np.empty(LANES_8, np.uint8)
     _check_size(a, 64)
     _check_size(b, 64)
     _check_size(idx, 64)

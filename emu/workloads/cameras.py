@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from emu.bpu.timing import LayerGroup, TensorRef
-from emu.cpu import ops
 from emu.cpu.cluster import CpuWork
+from emu.cpu.work import vector_loop
 from emu.errors import HostThreadError, InputError, SimulationError, UserError
 from emu.runtime import hbdsp, hbsys, session
 from emu.soc.clock import PS_PER_MS, PS_PER_S
@@ -101,9 +101,12 @@ def downscale_work(name: str, width: int, height: int, src: int, dst: int, vecto
     """A 2x downscale of a `width` x `height` 8-bit image at `src` into `dst`, as a NEON
     loop: per output vector, two vector loads from each of the two input rows, the pairwise
     adds and the rounding narrow (6 NEON ops on the FP pipes), one store, and the loop step
-    (1 ALU op, a branch). Accesses in program order: the top row (stream 0), the bottom row
-    (stream 1), the output (stream 2): its stores run along the row, so the store buffer
-    merges them into whole lines, recorded once per line as full-line stores."""
+    (`vector_loop`; the inner loop exits once per output row). Accesses in program order:
+    the top row (stream 0), the bottom row (stream 1), the output (stream 2): its stores run
+    along the row, so the store buffer merges them into whole lines, recorded once per line
+    as full-line stores. The three streams interleave vector by vector, which
+    `emu.cpu.work.Stream` (one range after another) does not describe, so the accesses are
+    built here."""
     step = vector_bytes
     rows = np.arange(height // 2, dtype=np.int64)
     cols = np.arange(0, width, 2 * step, dtype=np.int64)
@@ -117,8 +120,7 @@ def downscale_work(name: str, width: int, height: int, src: int, dst: int, vecto
     streams = np.array([0, 0, 1, 1, 2], np.uint8)[kinds]
     writes = kinds == 4
     vectors = out.size
-    return CpuWork(name, ops=ops.counts(load=4 * vectors, store=vectors, fp=6 * vectors,
-                                        int=vectors, branch=vectors, mispredict=height // 2),
+    return CpuWork(name, ops=vector_loop(vectors, exits=height // 2, load=4, store=1, fp=6),
                    addrs=per, is_write=writes, full_line=writes, streams=streams)
 
 

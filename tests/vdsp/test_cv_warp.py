@@ -8,8 +8,12 @@ import cv2
 import numpy as np
 import pytest
 
+from emu.chip import Soc
 from emu.errors import InputError
+from emu.soc.config import load_config
+from emu.vdsp import isa, timing
 from emu.vdsp.ops import cv, cv_warp
+from emu.vdsp.ops import cv_warp_kernels as kern
 from emu.vdsp.ops.image_args import TYPE_F32, TYPE_U8, Image
 
 from .cv_support import (
@@ -203,6 +207,48 @@ def test_remap_lens_and_edges() -> None:
                             borderMode=border, borderValue=31.0)
             ref = cv2.remap(src, map_x, map_y, interp, borderMode=border, borderValue=31)
             assert_same(out, ref, f"remap interp {interp} border {border}")
+
+
+def _origins_ref(v: np.ndarray, linear: bool) -> np.ndarray:
+    """Tap origins as the ISA's conversions give them: NaN 0, saturated to int32."""
+    o = np.floor(v.astype(np.float64)) if linear else np.rint(v.astype(np.float64))
+    return np.clip(np.nan_to_num(o, nan=0.0), -2**31, 2**31 - 1).astype(np.int64)
+
+
+@pytest.mark.parametrize("linear", [False, True])
+def test_the_map_scan_kernel_folds_origins_into_bounds(linear: bool) -> None:
+    rng = np.random.default_rng(7)
+    vectors = 5
+    mx = rng.uniform(-40, 900, vectors * 16).astype(np.float32)
+    my = rng.uniform(-3, 70, vectors * 16).astype(np.float32)
+    mx[3], mx[20], my[33], my[40] = np.nan, np.inf, -1e12, 2.5  # NaN, saturating, a tie
+    ctx = isa.make_context(262144, 131072, 8, 4)
+    ctx.tcm[:mx.nbytes] = mx.view(np.uint8)
+    ctx.tcm[mx.nbytes: 2 * mx.nbytes] = my.view(np.uint8)
+    bounds = np.empty((4, 16), np.int32)
+    bounds[0::2], bounds[1::2] = 2**31 - 1, -2**31
+    kern.map_bounds(ctx, 0, vectors, linear, bounds)
+    ox, oy = (_origins_ref(m, linear).reshape(vectors, 16) for m in (mx, my))
+    for row, expect in zip(bounds, (ox.min(0), ox.max(0), oy.min(0), oy.max(0)), strict=True):
+        assert row.tolist() == expect.tolist()
+    c = ctx.counters  # per vector: 2 loads, 2 conversions of 2 ops each, 4 min/max
+    assert (c[isa.C_LOAD], c[isa.C_CVT], c[isa.C_ALU]) == (2 * vectors, 4 * vectors,
+                                                             4 * vectors)
+
+
+@pytest.mark.parametrize("linear", [False, True])
+def test_the_map_scan_costs_its_ops_per_vector_in_pieces_with_no_call(linear: bool) -> None:
+    core = Soc(load_config()).build().vdsp.hw[0]
+    maps = cv_warp.lens_maps(37, 21, k=0.2)  # 777 pixels: 49 vectors, the last one part
+    free = core.tcm.free_bytes(0)
+    block = core.tcm.alloc(0, free - 1024, "most of bank 0")
+    try:  # 1 KiB left: pieces of 8 vectors
+        cycles = cv_warp._map_scan_cycles(core, maps, linear, "remap")
+    finally:
+        core.tcm.free(block)
+    vectors = -(-37 * 21 // 16)
+    assert cycles == timing.bundle_cycles(2 * vectors, 0, 8 * vectors, core.cfg)
+    assert core.tcm.free_bytes(0) == free  # the pieces' buffer is given back
 
 
 def test_non_finite_coordinates() -> None:

@@ -16,7 +16,7 @@ from emu.jit import njit
 from emu.vdsp import isa
 from emu.vdsp.ops.cv_kernels import channel_patterns, load_channels
 
-LANES = 16
+LANES = isa.LANES_32
 VEC = isa.VECTOR_BYTES
 GROUP = 64
 """Pixels per group: one byte vector, four float32 vectors."""
@@ -101,8 +101,8 @@ def bilateral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     center = np.empty(VEC, np.uint8)
     near = np.empty(VEC, np.uint8)
     diff = np.empty(VEC, np.uint8)
-    d16 = np.empty((2, 32), np.int16)
-    v16 = np.empty((2, 32), np.int16)
+    d16 = np.empty((2, isa.LANES_16), np.int16)
+    v16 = np.empty((2, isa.LANES_16), np.int16)
     offs = np.empty(LANES, np.uint32)
     offs_i = offs.view(np.int32)
     v32 = np.empty(LANES, np.int32)
@@ -114,7 +114,7 @@ def bilateral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     wsums = np.empty((4, LANES), np.float32)
     q = np.empty(LANES, np.float32)
     ints = np.empty((4, LANES), np.int32)
-    halves = np.empty((2, 32), np.int16)
+    halves = np.empty((2, isa.LANES_16), np.int16)
     out = np.empty(VEC, np.uint8)
     kweights = np.empty((taps, LANES), np.float32)
     for k in range(taps):
@@ -176,9 +176,9 @@ def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     center = np.empty((3, VEC), np.uint8)
     near = np.empty((3, VEC), np.uint8)
     diff = np.empty(VEC, np.uint8)
-    d16 = np.empty((2, 32), np.int16)
-    t16 = np.empty((2, 32), np.int16)
-    v16 = np.empty((3, 2, 32), np.int16)
+    d16 = np.empty((2, isa.LANES_16), np.int16)
+    t16 = np.empty((2, isa.LANES_16), np.int16)
+    v16 = np.empty((3, 2, isa.LANES_16), np.int16)
     offs = np.empty(LANES, np.uint32)
     offs_i = offs.view(np.int32)
     v32 = np.empty(LANES, np.int32)
@@ -190,7 +190,7 @@ def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     wsums = np.empty((4, LANES), np.float32)
     q = np.empty(LANES, np.float32)
     ints = np.empty((4, LANES), np.int32)
-    halves = np.empty((2, 32), np.int16)
+    halves = np.empty((2, isa.LANES_16), np.int16)
     outs = np.empty((3, VEC), np.uint8)
     vec = np.empty(VEC, np.uint8)
     one = isa.splat_f32(ctx, 1.0)

@@ -8,6 +8,8 @@ loaded and stored past a row's end.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -22,6 +24,75 @@ CLASS_WEAK = 128
 threshold (an edge only if connected to a strong one)."""
 CLASS_STRONG = 255
 """Edge-class map value of an edge pixel (above the high threshold, or connected to one)."""
+
+
+class TileIn(NamedTuple):
+    """A tile's source in TCM (first byte `src`, rows `in_pitch` bytes apart) and its size
+    in output pixels, `h` x `w`."""
+
+    src: int
+    in_pitch: int
+    h: int
+    w: int
+
+
+class Inside(NamedTuple):
+    """The part of a tile's grid inside the image: rows `row_lo`..`row_hi` - 1, columns
+    `col_lo`..`col_hi` - 1."""
+
+    row_lo: int
+    row_hi: int
+    col_lo: int
+    col_hi: int
+
+
+class CannyParams(NamedTuple):
+    """Canny's parameters: the Sobel aperture, L2 magnitudes or L1, the two thresholds in
+    magnitude units."""
+
+    ksize: int
+    l2: bool
+    low: int
+    high: int
+
+
+class CannyLayout(NamedTuple):
+    """Addresses in a Canny tile's scratch: the edge-class map (rows `p8` apart), dx and dy
+    (int16 rows `p16` apart), the magnitudes (int32 rows `p32` apart), the Sobel scratch
+    rows S and D."""
+
+    work: int
+    p8: int
+    dx: int
+    dy: int
+    p16: int
+    mag: int
+    p32: int
+    s: int
+    d: int
+
+
+class HarrisParams(NamedTuple):
+    """cornerHarris's parameters: the Sobel aperture, the block size, the derivatives'
+    scale and the response's k."""
+
+    ksize: int
+    block: int
+    scale: float
+    k: float
+
+
+class HarrisLayout(NamedTuple):
+    """Addresses in a Harris tile's scratch: the three product planes (rows `pp` apart),
+    the block's column sums, the dx and dy rows, the Sobel scratch rows S and D."""
+
+    prod: int
+    pp: int
+    vrow: int
+    dx: int
+    dy: int
+    s: int
+    d: int
 
 
 # --- Sobel --------------------------------------------------------------------------------
@@ -129,22 +200,22 @@ def converge(ctx: isa.Context, work: int, pitch: int, h: int, w: int) -> int:
     sideways), until a down-and-up sweep changes nothing. Returns which sides of the tile's
     outer ring changed (only such a change can matter to a neighbouring tile): bit 0 row 1,
     bit 1 row h, bit 2 column 1, bit 3 column w."""
-    x = np.empty((9, 64), np.uint8)
-    mx = np.empty(64, np.uint8)
-    new = np.empty(64, np.uint8)
-    diff = np.empty(64, np.uint8)
-    row_acc = np.empty(64, np.uint8)
-    ring = np.zeros((4, 64), np.uint8)  # top, bottom, left, right
+    x = np.empty((9, isa.LANES_8), np.uint8)
+    mx = np.empty(isa.LANES_8, np.uint8)
+    new = np.empty(isa.LANES_8, np.uint8)
+    diff = np.empty(isa.LANES_8, np.uint8)
+    row_acc = np.empty(isa.LANES_8, np.uint8)
+    ring = np.zeros((4, isa.LANES_8), np.uint8)  # top, bottom, left, right
     for side in range(4):
         isa.splat_u8(ctx, 0, ring[side])
     zero = isa.splat_u8(ctx, 0)
     full = isa.splat_u8(ctx, 255)
     iota = np.arange(64).astype(np.uint8)  # a constant register: lane numbers
     last = w // 64  # the chunk holding column w
-    inner_first = np.empty(64, np.uint8)
-    inner_last = np.empty(64, np.uint8)
-    col_first = np.empty(64, np.uint8)
-    col_last = np.empty(64, np.uint8)
+    inner_first = np.empty(isa.LANES_8, np.uint8)
+    inner_last = np.empty(isa.LANES_8, np.uint8)
+    col_first = np.empty(isa.LANES_8, np.uint8)
+    col_last = np.empty(isa.LANES_8, np.uint8)
     _lane_range(ctx, iota, 1, min(63, w), full, zero, inner_first)
     _lane_range(ctx, iota, 0, w % 64, full, zero, inner_last)
     _lane_range(ctx, iota, 1, 1, full, zero, col_first)
@@ -201,26 +272,28 @@ def converge(ctx: isa.Context, work: int, pitch: int, h: int, w: int) -> int:
 
 
 @njit
-def canny_classify_tile(ctx: isa.Context, src: int, in_pitch: int, h: int, w: int,
-                        ksize: int, l2: bool, low: int, high: int, work: int, p8: int,
-                        dxa: int, dya: int, p16: int, mag: int, p32: int, s_at: int,
-                        d_at: int, row_lo: int, row_hi: int, col_lo: int, col_hi: int,
+def canny_classify_tile(ctx: isa.Context, tile: TileIn, params: CannyParams,
+                        lay: CannyLayout, inside: Inside,
                         flags: npt.NDArray[np.int64]) -> None:
     """Canny's first pass on one tile of h x w output pixels: Sobel derivatives and
-    magnitudes on the (h + 4) x (w + 4) grid around it (grid rows/columns outside
-    row_lo..row_hi-1 / col_lo..col_hi-1 lie outside the image: magnitude 0), non-maximum
-    suppression and the two thresholds on the (h + 2) x (w + 2) grid (the tile and a ring of
-    one pixel) into the edge-class map at `work` (rows `p8` apart), then hysteresis inside
-    the tile (`converge`), whose result goes to flags[0]."""
-    raw = np.empty((5, 64), np.uint8)
-    v = np.empty((8, 32), np.int16)
+    magnitudes on the (h + 4) x (w + 4) grid around it (grid rows/columns outside `inside`
+    lie outside the image: magnitude 0), non-maximum suppression and the two thresholds on
+    the (h + 2) x (w + 2) grid (the tile and a ring of one pixel) into the edge-class map at
+    `lay.work`, then hysteresis inside the tile (`converge`), whose result goes to
+    flags[0]."""
+    src, in_pitch, h, w = tile
+    ksize, l2, low, high = params
+    work, p8, dxa, dya, p16, mag, p32, s_at, d_at = lay
+    row_lo, row_hi, col_lo, col_hi = inside
+    raw = np.empty((5, isa.LANES_8), np.uint8)
+    v = np.empty((8, isa.LANES_16), np.int16)
     gh, gw = h + 4, w + 4
     zero32 = isa.splat_i32(ctx, 0)
     zero8 = isa.splat_u8(ctx, 0)
-    dxv = np.empty(32, np.int16)
-    dyv = np.empty(32, np.int16)
-    m_lo = np.empty(16, np.int32)
-    m_hi = np.empty(16, np.int32)
+    dxv = np.empty(isa.LANES_16, np.int16)
+    dyv = np.empty(isa.LANES_16, np.int16)
+    m_lo = np.empty(isa.LANES_32, np.int32)
+    m_hi = np.empty(isa.LANES_32, np.int32)
     for gi in range(gh):
         row = mag + gi * p32
         if gi < row_lo or gi >= row_hi:
@@ -261,26 +334,26 @@ def _nms(ctx: isa.Context, h: int, w: int, low: int, high: int, work: int, p8: i
          dxa: int, dya: int, p16: int, mag: int, p32: int) -> None:
     """Non-maximum suppression and thresholds of OpenCV's Canny, 16 int32 lanes at a time,
     for the (h + 2) x (w + 2) positions at grid offset (1, 1); writes the class bytes."""
-    nb = np.empty((9, 16), np.int32)
-    dxv = np.empty(32, np.int16)
-    dyv = np.empty(32, np.int16)
-    sx = np.empty(16, np.int32)
-    sy = np.empty(16, np.int32)
-    ax = np.empty(16, np.int32)
-    ay = np.empty(16, np.int32)
-    tg22x = np.empty(16, np.int32)
-    tg67x = np.empty(16, np.int32)
-    n1 = np.empty(16, np.int32)
-    n2 = np.empty(16, np.int32)
-    t = np.empty(16, np.int32)
-    cls = np.empty((4, 16), np.int32)
-    hor = np.empty(16, np.bool_)
-    ver = np.empty(16, np.bool_)
-    neg = np.empty(16, np.bool_)
-    ok = np.empty(16, np.bool_)
-    m2 = np.empty(16, np.bool_)
-    h16 = np.empty((2, 32), np.int16)
-    out8 = np.empty(64, np.uint8)
+    nb = np.empty((9, isa.LANES_32), np.int32)
+    dxv = np.empty(isa.LANES_16, np.int16)
+    dyv = np.empty(isa.LANES_16, np.int16)
+    sx = np.empty(isa.LANES_32, np.int32)
+    sy = np.empty(isa.LANES_32, np.int32)
+    ax = np.empty(isa.LANES_32, np.int32)
+    ay = np.empty(isa.LANES_32, np.int32)
+    tg22x = np.empty(isa.LANES_32, np.int32)
+    tg67x = np.empty(isa.LANES_32, np.int32)
+    n1 = np.empty(isa.LANES_32, np.int32)
+    n2 = np.empty(isa.LANES_32, np.int32)
+    t = np.empty(isa.LANES_32, np.int32)
+    cls = np.empty((4, isa.LANES_32), np.int32)
+    hor = np.empty(isa.LANES_32, np.bool_)
+    ver = np.empty(isa.LANES_32, np.bool_)
+    neg = np.empty(isa.LANES_32, np.bool_)
+    ok = np.empty(isa.LANES_32, np.bool_)
+    m2 = np.empty(isa.LANES_32, np.bool_)
+    h16 = np.empty((2, isa.LANES_16), np.int16)
+    out8 = np.empty(isa.LANES_8, np.uint8)
     tg = isa.splat_i32(ctx, TG22)
     zero = isa.splat_i32(ctx, 0)
     one = isa.splat_i32(ctx, 1)
@@ -341,7 +414,7 @@ def canny_hysteresis_tile(ctx: isa.Context, src: int, in_pitch: int, h: int, w: 
                           work: int, p8: int, flags: npt.NDArray[np.int64]) -> None:
     """A hysteresis pass on one tile: the tile's class map and its one-pixel halo (h + 2
     rows of w + 2 bytes at `src`) copied into `work` with zeroed margins, then `converge`."""
-    raw = np.empty(64, np.uint8)
+    raw = np.empty(isa.LANES_8, np.uint8)
     zero8 = isa.splat_u8(ctx, 0)
     isa.storeu(ctx, zero8, work - 64)
     for i in range(h + 2):
@@ -356,10 +429,10 @@ def canny_hysteresis_tile(ctx: isa.Context, src: int, in_pitch: int, h: int, w: 
 def canny_finish_tile(ctx: isa.Context, src: int, dst: int, rows: int, row_bytes: int,
                       in_pitch: int, out_pitch: int) -> None:
     """The edge map from the class map: 255 where a pixel is strong, 0 elsewhere."""
-    raw = np.empty(64, np.uint8)
+    raw = np.empty(isa.LANES_8, np.uint8)
     full = isa.splat_u8(ctx, CLASS_STRONG)
     zero = isa.splat_u8(ctx, 0)
-    edge = np.empty(64, np.bool_)
+    edge = np.empty(isa.LANES_8, np.bool_)
     for r in range(rows):
         for x in range(0, row_bytes, isa.VECTOR_BYTES):
             isa.loadu_u8(ctx, src + r * in_pitch + x, raw)
@@ -372,32 +445,35 @@ def canny_finish_tile(ctx: isa.Context, src: int, dst: int, rows: int, row_bytes
 
 
 @njit
-def harris_tile(ctx: isa.Context, src: int, in_pitch: int, h: int, w: int, ksize: int,
-                block: int, scale: float, k: float, prod: int, pp: int, vrow: int,
-                s_at: int, d_at: int, dx_at: int, dy_at: int, dst: int, out_pitch: int,
-                rmap: npt.NDArray[np.int64], cmap: npt.NDArray[np.int64]) -> None:
+def harris_tile(ctx: isa.Context, tile: TileIn, params: HarrisParams, lay: HarrisLayout,
+                dst: int, out_pitch: int, rmap: npt.NDArray[np.int64],
+                cmap: npt.NDArray[np.int64]) -> None:
     """cornerHarris on one tile of h x w pixels. The grid of (h + block - 1) x (w + block
     - 1) derivative positions around it reads the source tile (ksize - 1 more rows and
     columns). For grid rows with rmap[i] == i (inside the image) the kernel computes the
     integer Sobel dx, dy, scales them in float32 and stores the products dx*dx, dx*dy,
-    dy*dy as three float32 planes at `prod` (rows `pp` apart, planes `gh * pp` apart);
+    dy*dy as three float32 planes at `lay.prod` (rows `pp` apart, planes `gh * pp` apart);
     grid columns with cmap[j] != j (outside the image) then take the products of column
     cmap[j] (zero where it is -1), and grid rows with rmap[i] != i those of row rmap[i]: the
     box filter's border extends the products, as OpenCV's does. Then per output row the
-    block sums (vertical, then horizontal) and the response a*c - b*b - k*(a + c)^2."""
-    raw = np.empty((5, 64), np.uint8)
-    v = np.empty((8, 32), np.int16)
+    block sums (vertical, then horizontal) and the response a*c - b*b - k*(a + c)^2, into
+    output rows at `dst`, `out_pitch` bytes apart."""
+    src, in_pitch, h, w = tile
+    ksize, block, scale, k = params
+    prod, pp, vrow, dx_at, dy_at, s_at, d_at = lay
+    raw = np.empty((5, isa.LANES_8), np.uint8)
+    v = np.empty((8, isa.LANES_16), np.int16)
     gh, gw = h + block - 1, w + block - 1
     plane = gh * pp
-    dxv = np.empty(32, np.int16)
-    dyv = np.empty(32, np.int16)
-    xi = np.empty(16, np.int32)
-    fx = np.empty(16, np.float32)
-    fy = np.empty(16, np.float32)
-    f = np.empty((3, 16), np.float32)
-    acc = np.empty((3, 16), np.float32)
-    t = np.empty(16, np.float32)
-    u = np.empty(16, np.float32)
+    dxv = np.empty(isa.LANES_16, np.int16)
+    dyv = np.empty(isa.LANES_16, np.int16)
+    xi = np.empty(isa.LANES_32, np.int32)
+    fx = np.empty(isa.LANES_32, np.float32)
+    fy = np.empty(isa.LANES_32, np.float32)
+    f = np.empty((3, isa.LANES_32), np.float32)
+    acc = np.empty((3, isa.LANES_32), np.float32)
+    t = np.empty(isa.LANES_32, np.float32)
+    u = np.empty(isa.LANES_32, np.float32)
     sc = isa.splat_f32(ctx, scale)
     kv = isa.splat_f32(ctx, k)
     zf = isa.splat_f32(ctx, 0.0)

@@ -295,6 +295,13 @@ def _setup_charge(core: VdspCore, coefficients: int) -> Callable[
     return charge
 
 
+def _filter_tile(src: int, dst: int, scratch: int, tile: cv.ImageTile, cn: int,
+                 scratch_pitch: int) -> fk.FilterTile:
+    return fk.FilterTile(src, dst, scratch, tile.out.height, tile.out.width * cn,
+                         tile.src.height, tile.src.width * cn, tile.in_pitch, tile.out_pitch,
+                         scratch_pitch, cn)
+
+
 def _run_int(core: VdspCore, slot: CoreSlot, run: cv.CvRun, kx: Sequence[int],
              ky: Sequence[int], voff: int, hoff: int, finish: int, shift: int,
              scale: float) -> Generator[simpy.Event, Any, StageBody | None]:
@@ -304,13 +311,12 @@ def _run_int(core: VdspCore, slot: CoreSlot, run: cv.CvRun, kx: Sequence[int],
     border, value = _border(run.values)
     cn = run.inputs[0].image.channels
     charge = _setup_charge(core, len(kx) + len(ky))
+    filt = fk.IntFilter(kxa, kya, voff, hoff, finish, shift, scale)
 
     def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
         mid = dst + tile.out.height * tile.out_pitch
-        done = core.compute(fk.sep_int_tile, src, dst, mid, tile.out.height,
-                            tile.out.width * cn, tile.src.width * cn, tile.in_pitch,
-                            tile.out_pitch, _mid_pitch(tile.src, cn), kxa, kya, voff, hoff,
-                            finish, shift, scale, cn)
+        done = core.compute(fk.sep_int_tile, _filter_tile(src, dst, mid, tile, cn,
+                                                          _mid_pitch(tile.src, cn)), filt)
         return charge(done)
 
     def plan() -> Any:
@@ -340,13 +346,12 @@ def _run_float(core: VdspCore, slot: CoreSlot, run: cv.CvRun, *, kernel2d: npt.N
     kya = np.array(ky, np.float32)
     separable = kernel2d is None
     charge = _setup_charge(core, len(taps) + len(kx) + len(ky))
+    filt = fk.FloatFilter(taps, tap_dy, tap_dx, kxa, kya, delta, separable, out16)
 
     def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
         fbuf = dst + tile.out.height * tile.out_pitch
-        done = core.compute(fk.float_tile, src, dst, fbuf, tile.out.height,
-                            tile.out.width * cn, tile.src.height, tile.src.width * cn,
-                            tile.in_pitch, tile.out_pitch, _f_pitch(tile.src, cn), taps,
-                            tap_dy, tap_dx, kxa, kya, delta, separable, out16, cn)
+        done = core.compute(fk.float_tile, _filter_tile(src, dst, fbuf, tile, cn,
+                                                        _f_pitch(tile.src, cn)), filt)
         return charge(done)
 
     def plan() -> Any:

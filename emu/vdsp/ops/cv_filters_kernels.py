@@ -16,6 +16,8 @@ x .. x + taps - 1 (the tile's source rectangle starts `anchor` columns left of t
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -33,31 +35,79 @@ FIN_ROUND_MUL_U8 = 3
 """sum * scale in float32, rounded half to even, saturate to uint8."""
 
 
+class FilterTile(NamedTuple):
+    """Where one tile of a filter lies in TCM: its source at `src` (`src_rows` rows of
+    `src_width` values, `in_pitch` bytes apart), its output at `dst` (`rows` rows of `width`
+    values, `out_pitch` bytes apart), the engine's scratch rows at `scratch` (`scratch_pitch`
+    bytes apart); values are pixels times `cn` interleaved channels."""
+
+    src: int
+    dst: int
+    scratch: int
+    rows: int
+    width: int
+    src_rows: int
+    src_width: int
+    in_pitch: int
+    out_pitch: int
+    scratch_pitch: int
+    cn: int
+
+
+class IntFilter(NamedTuple):
+    """The integer engine's filter: horizontal and vertical taps, the offsets that keep the
+    vertical (`voff`) and horizontal (`hoff`) sums in range, the finish (`FIN_*`) with its
+    `shift` or `scale`."""
+
+    kx: npt.NDArray[np.int16]
+    ky: npt.NDArray[np.int16]
+    voff: int
+    hoff: int
+    finish: int
+    shift: int
+    scale: float
+
+
+class FloatFilter(NamedTuple):
+    """The float32 engine's filter: 2-D taps `taps` at rows `tap_dy` and values `tap_dx`,
+    or (`separable`) the horizontal and vertical taps; the `delta` added; int16 output
+    (`out16`) or uint8."""
+
+    taps: npt.NDArray[np.float32]
+    tap_dy: npt.NDArray[np.int64]
+    tap_dx: npt.NDArray[np.int64]
+    kx: npt.NDArray[np.float32]
+    ky: npt.NDArray[np.float32]
+    delta: float
+    separable: bool
+    out16: bool
+
+
 @njit
-def sep_int_tile(ctx: isa.Context, src: int, dst: int, mid: int, rows: int, width: int,
-                 src_width: int, in_pitch: int, out_pitch: int, mid_pitch: int,
-                 kx: npt.NDArray[np.int16], ky: npt.NDArray[np.int16], voff: int, hoff: int,
-                 finish: int, shift: int, scale: float, cn: int) -> None:
+def sep_int_tile(ctx: isa.Context, tile: FilterTile, f: IntFilter) -> None:
     """Integer separable filter of one tile: `rows` output rows of `width` values (pixels
     times `cn` interleaved channels; horizontal taps are `cn` values apart).
 
     Vertical pass: mid[r][x] = voff + sum_j ky[j] * src[r + j][x] in wrapping int16, for
-    the `src_width` source columns, stored as int16 rows `mid_pitch` bytes apart from
-    `mid`. Horizontal pass: hoff + sum_i kx[i] * mid[r][x + i] in int32, then `finish`.
+    the `src_width` source columns, stored as int16 rows in the scratch (`mid`, rows
+    `mid_pitch` bytes apart). Horizontal pass: hoff + sum_i kx[i] * mid[r][x + i] in int32,
+    then `finish`.
     """
-    raw = np.empty(64, np.uint8)
-    lo = np.empty(32, np.int16)
-    hi = np.empty(32, np.int16)
-    vin = np.empty(32, np.int16)
-    h0 = np.empty(32, np.int16)
-    h1 = np.empty(32, np.int16)
-    out = np.empty(64, np.uint8)
-    acc = np.empty((4, 16), np.int32)
-    fl = np.empty(16, np.float32)
+    src, dst, mid, rows, width, _, src_width, in_pitch, out_pitch, mid_pitch, cn = tile
+    kx, ky, voff, hoff, finish, shift, scale = f
+    raw = np.empty(isa.LANES_8, np.uint8)
+    lo = np.empty(isa.LANES_16, np.int16)
+    hi = np.empty(isa.LANES_16, np.int16)
+    vin = np.empty(isa.LANES_16, np.int16)
+    h0 = np.empty(isa.LANES_16, np.int16)
+    h1 = np.empty(isa.LANES_16, np.int16)
+    out = np.empty(isa.LANES_8, np.uint8)
+    acc = np.empty((4, isa.LANES_32), np.int32)
+    fl = np.empty(isa.LANES_32, np.float32)
     nky = ky.size
     nkx = kx.size
-    kyv = np.empty((nky, 32), np.int16)
-    kxv = np.empty((nkx, 32), np.int16)
+    kyv = np.empty((nky, isa.LANES_16), np.int16)
+    kxv = np.empty((nkx, isa.LANES_16), np.int16)
     for j in range(nky):
         isa.splat_i16(ctx, ky[j], kyv[j])
     for i in range(nkx):
@@ -110,10 +160,10 @@ def sep_int_tile(ctx: isa.Context, src: int, dst: int, mid: int, rows: int, widt
 def _to_float_rows(ctx: isa.Context, src: int, fbuf: int, rows: int, src_width: int,
                    in_pitch: int, f_pitch: int) -> None:
     """uint8 source rows into float32 rows `f_pitch` bytes apart (whole vectors)."""
-    raw = np.empty(64, np.uint8)
-    half = np.empty(32, np.int16)
-    word = np.empty(16, np.int32)
-    fl = np.empty(16, np.float32)
+    raw = np.empty(isa.LANES_8, np.uint8)
+    half = np.empty(isa.LANES_16, np.int16)
+    word = np.empty(isa.LANES_32, np.int32)
+    fl = np.empty(isa.LANES_32, np.float32)
     for r in range(rows):
         for x in range(0, src_width, isa.VECTOR_BYTES):
             isa.load_u8(ctx, src + r * in_pitch + x, raw)
@@ -151,30 +201,29 @@ def _finish_float(ctx: isa.Context, acc: npt.NDArray[np.float32], word: npt.NDAr
 
 
 @njit
-def float_tile(ctx: isa.Context, src: int, dst: int, fbuf: int, rows: int, width: int,
-               src_rows: int, src_width: int, in_pitch: int, out_pitch: int, f_pitch: int,
-               taps: npt.NDArray[np.float32], tap_dy: npt.NDArray[np.int64],
-               tap_dx: npt.NDArray[np.int64], kx: npt.NDArray[np.float32],
-               ky: npt.NDArray[np.float32], delta: float, separable: bool,
-               out16: bool, cn: int) -> None:
+def float_tile(ctx: isa.Context, tile: FilterTile, f: FloatFilter) -> None:
     """Float32 filter of one tile: `rows` output rows of `width` values (pixels times `cn`
-    interleaved channels; `tap_dx` is in values, separable taps are `cn` values apart).
+    interleaved channels; `tap_dx` is in values, separable taps are `cn` values apart). The
+    source is first copied as float32 rows into the scratch (`fbuf`, rows `f_pitch` bytes
+    apart).
 
     2-D (`separable` false): delta + sum over the taps t (in order) of taps[t] *
     src[r + tap_dy[t]][x + tap_dx[t]], accumulated in float32 (product rounded, then sum).
     Separable: the rows first, R[y][x] = sum_i kx[i] * src[y][x + i] (from 0, in order),
     written over the float copy of the row, then delta + sum_j ky[j] * R[r + j][x].
     """
+    src, dst, fbuf, rows, width, src_rows, src_width, in_pitch, out_pitch, f_pitch, cn = tile
+    taps, tap_dy, tap_dx, kx, ky, delta, separable, out16 = f
     _to_float_rows(ctx, src, fbuf, src_rows, src_width, in_pitch, f_pitch)
-    acc = np.empty((4, 16), np.float32)
-    word = np.empty((4, 16), np.int32)
-    vin = np.empty(16, np.float32)
-    h0 = np.empty(32, np.int16)
-    h1 = np.empty(32, np.int16)
-    out = np.empty(64, np.uint8)
+    acc = np.empty((4, isa.LANES_32), np.float32)
+    word = np.empty((4, isa.LANES_32), np.int32)
+    vin = np.empty(isa.LANES_32, np.float32)
+    h0 = np.empty(isa.LANES_16, np.int16)
+    h1 = np.empty(isa.LANES_16, np.int16)
+    out = np.empty(isa.LANES_8, np.uint8)
     if separable:
-        kxv = np.empty((kx.size, 16), np.float32)
-        kyv = np.empty((ky.size, 16), np.float32)
+        kxv = np.empty((kx.size, isa.LANES_32), np.float32)
+        kyv = np.empty((ky.size, isa.LANES_32), np.float32)
         for i in range(kx.size):
             isa.splat_f32(ctx, kx[i], kxv[i])
         for j in range(ky.size):
@@ -201,7 +250,7 @@ def float_tile(ctx: isa.Context, src: int, dst: int, fbuf: int, rows: int, width
                 _finish_float(ctx, acc, word, h0, h1, out, dst + r * out_pitch, x, width,
                               out16)
         return
-    tv = np.empty((taps.size, 16), np.float32)
+    tv = np.empty((taps.size, isa.LANES_32), np.float32)
     for t in range(taps.size):
         isa.splat_f32(ctx, taps[t], tv[t])
     for r in range(rows):

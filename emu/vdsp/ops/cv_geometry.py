@@ -371,13 +371,15 @@ def _resize_run(core: VdspCore, slot: CoreSlot, run: cv.CvRun,
                                         at, o.x0 * cn, shift, r0)
                 used, slots = _used_rows(rows0[o.y0: o.y1], rows1[o.y0: o.y1])
                 scratch = dst + o.height * tile.out_pitch
-                return core.compute(cv_geometry_kernels.resize_linear_tile, src, dst, scratch,
-                                    _scratch_pitch(o.width * cn), o.height, o.width * cn,
-                                    tile.in_pitch, tile.out_pitch, at, at + 2 * padded,
-                                    at + 4 * padded, o.x0 * cn, shift, cn,
-                                    (used - s.y0).astype(np.int32), slots[0], slots[1],
-                                    b0[o.y0: o.y1].astype(np.int32),
-                                    b1[o.y0: o.y1].astype(np.int32))
+                gk = cv_geometry_kernels
+                return core.compute(
+                    gk.resize_linear_tile,
+                    gk.LinearTile(src, dst, scratch, _scratch_pitch(o.width * cn), o.height,
+                                  o.width * cn, tile.in_pitch, tile.out_pitch),
+                    gk.ColumnTable(at, at + 2 * padded, at + 4 * padded, o.x0 * cn, shift, cn),
+                    gk.RowTable((used - s.y0).astype(np.int32), slots[0], slots[1],
+                                b0[o.y0: o.y1].astype(np.int32),
+                                b1[o.y0: o.y1].astype(np.int32)))
 
             def scratch_bytes(src: cv.Rect, out: cv.Rect) -> int:
                 if not linear:

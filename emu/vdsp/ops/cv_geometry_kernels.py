@@ -8,6 +8,8 @@ everything that touches pixel values goes through ISA ops.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -31,10 +33,10 @@ def flip_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, pixel
     and/or each row's pixels in reverse order (`rev_cols`). A reversed row is read from its
     end in vectors of whole pixels (64 for grey, 21 for RGB) that one `shfl_u8` reverses;
     the last, shorter vector of a row uses its own index vector."""
-    raw = np.empty(64, np.uint8)
-    out = np.empty(64, np.uint8)
-    full = np.empty(64, np.uint8)
-    tail = np.empty(64, np.uint8)
+    raw = np.empty(isa.LANES_8, np.uint8)
+    out = np.empty(isa.LANES_8, np.uint8)
+    full = np.empty(isa.LANES_8, np.uint8)
+    tail = np.empty(isa.LANES_8, np.uint8)
     per_vector = isa.VECTOR_BYTES // pixel_bytes
     _reverse_index(per_vector, pixel_bytes, full)
     _reverse_index(width % per_vector, pixel_bytes, tail)
@@ -83,8 +85,8 @@ def transpose_tile(ctx: isa.Context, src: int, dst: int, src_rows: int, src_cols
     (each round rotates the 12-bit (row, column) index by one bit), and each result register
     is stored as one output row (in reverse order for `rev_cols`). Grey only; see
     `transpose3_tile` for RGB."""
-    a = np.zeros((64, 64), np.uint8)
-    b = np.zeros((64, 64), np.uint8)
+    a = np.zeros((64, isa.LANES_8), np.uint8)
+    b = np.zeros((64, isa.LANES_8), np.uint8)
     for c0 in range(0, src_rows, 64):
         block_rows = min(64, src_rows - c0)
         for r0 in range(0, src_cols, 64):
@@ -109,11 +111,11 @@ def resize_nearest_tile(ctx: isa.Context, src: int, dst: int, rows: int, out_byt
                         src_rows: npt.NDArray[np.int32]) -> None:
     """Nearest-neighbour rows: output byte j of row r is source byte `offsets`[first + j]
     - `shift` of tile row `src_rows`[r]; 32 bytes per gather."""
-    idx = np.empty(32, np.uint16)
-    greg = np.empty(32, np.uint16)
-    g0 = np.empty(32, np.uint16)
-    g1 = np.empty(32, np.uint16)
-    out = np.empty(64, np.uint8)
+    idx = np.empty(isa.LANES_16, np.uint16)
+    greg = np.empty(isa.LANES_16, np.uint16)
+    g0 = np.empty(isa.LANES_16, np.uint16)
+    g1 = np.empty(isa.LANES_16, np.uint16)
+    out = np.empty(isa.LANES_8, np.uint8)
     for r in range(rows):
         base = src + src_rows[r] * in_pitch - shift
         for x in range(0, out_bytes, isa.VECTOR_BYTES):
@@ -128,13 +130,49 @@ def resize_nearest_tile(ctx: isa.Context, src: int, dst: int, rows: int, out_byt
             isa.store(ctx, out, dst + r * out_pitch + x)
 
 
+class LinearTile(NamedTuple):
+    """Where a tile of a bilinear resize lies in TCM: its source at `src` (rows `in_pitch`
+    bytes apart), its output at `dst` (`rows` rows of `out_bytes`, `out_pitch` apart), its
+    int16 scratch rows at `scratch` (`s_pitch` apart)."""
+
+    src: int
+    dst: int
+    scratch: int
+    s_pitch: int
+    rows: int
+    out_bytes: int
+    in_pitch: int
+    out_pitch: int
+
+
+class ColumnTable(NamedTuple):
+    """The column table in TCM: gather offsets (uint16) at `offsets`, the coefficients a0
+    and a1 (int16) at `alpha0` and `alpha1`; the tile's first output byte `first`, the
+    offset `shift` of its source from the table's, the bytes of a pixel."""
+
+    offsets: int
+    alpha0: int
+    alpha1: int
+    first: int
+    shift: int
+    pixel_bytes: int
+
+
+class RowTable(NamedTuple):
+    """The tile's rows: the source rows its output rows read (`used`), per output row the
+    scratch rows of its two taps (`slot0`, `slot1`) and their coefficients (`beta0`,
+    `beta1`)."""
+
+    used: npt.NDArray[np.int32]
+    slot0: npt.NDArray[np.int32]
+    slot1: npt.NDArray[np.int32]
+    beta0: npt.NDArray[np.int32]
+    beta1: npt.NDArray[np.int32]
+
+
 @njit
-def resize_linear_tile(ctx: isa.Context, src: int, dst: int, scratch: int, s_pitch: int,
-                       rows: int, out_bytes: int, in_pitch: int, out_pitch: int, offsets: int,
-                       alpha0: int, alpha1: int, first: int, shift: int, pixel_bytes: int,
-                       used: npt.NDArray[np.int32], slot0: npt.NDArray[np.int32],
-                       slot1: npt.NDArray[np.int32], beta0: npt.NDArray[np.int32],
-                       beta1: npt.NDArray[np.int32]) -> None:
+def resize_linear_tile(ctx: isa.Context, tile: LinearTile, columns: ColumnTable,
+                       row_table: RowTable) -> None:
     """OpenCV's 8-bit bilinear resize of the rows of a tile.
 
     Horizontal pass, once for each tile row in `used` (the source rows the output rows
@@ -144,16 +182,19 @@ def resize_linear_tile(ctx: isa.Context, src: int, dst: int, scratch: int, s_pit
     b0, b1 and scratch rows `slot0`[r], `slot1`[r] (the same one where OpenCV clamps at an
     edge): ((h0 * b0) >> 16) + ((h1 * b1) >> 16), then a rounding shift by 2 and a
     saturating pack to uint8."""
-    idx = np.empty(32, np.uint16)
-    a0 = np.empty(32, np.int16)
-    a1 = np.empty(32, np.int16)
-    greg = np.empty(32, np.uint16)
-    s0 = np.empty(32, np.uint16)
-    s1 = np.empty(32, np.uint16)
-    lo = np.empty(16, np.int32)
-    hi = np.empty(16, np.int32)
-    t = np.empty(16, np.int32)
-    h = np.empty(32, np.int16)
+    src, dst, scratch, s_pitch, rows, out_bytes, in_pitch, out_pitch = tile
+    offsets, alpha0, alpha1, first, shift, pixel_bytes = columns
+    used, slot0, slot1, beta0, beta1 = row_table
+    idx = np.empty(isa.LANES_16, np.uint16)
+    a0 = np.empty(isa.LANES_16, np.int16)
+    a1 = np.empty(isa.LANES_16, np.int16)
+    greg = np.empty(isa.LANES_16, np.uint16)
+    s0 = np.empty(isa.LANES_16, np.uint16)
+    s1 = np.empty(isa.LANES_16, np.uint16)
+    lo = np.empty(isa.LANES_32, np.int32)
+    hi = np.empty(isa.LANES_32, np.int32)
+    t = np.empty(isa.LANES_32, np.int32)
+    h = np.empty(isa.LANES_16, np.int16)
     for u in range(used.size):
         base = src + used[u] * in_pitch - shift
         for x in range(0, 2 * out_bytes, isa.VECTOR_BYTES):
@@ -173,12 +214,12 @@ def resize_linear_tile(ctx: isa.Context, src: int, dst: int, scratch: int, s_pit
             isa.sra_i32(ctx, hi, 4, hi)
             isa.pack_i32_i16(ctx, lo, hi, h)
             isa.store(ctx, h, scratch + u * s_pitch + x)
-    h0 = np.empty(32, np.int16)
-    h1 = np.empty(32, np.int16)
-    v = (np.empty(32, np.int16), np.empty(32, np.int16))
-    b0 = np.empty(32, np.int16)
-    b1 = np.empty(32, np.int16)
-    out = np.empty(64, np.uint8)
+    h0 = np.empty(isa.LANES_16, np.int16)
+    h1 = np.empty(isa.LANES_16, np.int16)
+    v = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16))
+    b0 = np.empty(isa.LANES_16, np.int16)
+    b1 = np.empty(isa.LANES_16, np.int16)
+    out = np.empty(isa.LANES_8, np.uint8)
     for r in range(rows):
         isa.splat_i16(ctx, beta0[r], b0)
         isa.splat_i16(ctx, beta1[r], b1)
@@ -217,17 +258,18 @@ def pyr_down_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int,
     multiply-accumulates (at most 4080). Vertical pass: the
     same weights over five scratch rows in 16-bit lanes read as unsigned (at most 65280),
     plus 128, shifted right by 8 (logical): OpenCV's (sum + 128) >> 8."""
-    a = np.empty(64, np.uint8)
-    b = np.empty(64, np.uint8)
-    taps = (np.empty(64, np.uint8), np.empty(64, np.uint8), np.empty(64, np.uint8),
-            np.empty(64, np.uint8), np.empty(64, np.uint8))
-    acc = np.empty(32, np.int16)
+    a = np.empty(isa.LANES_8, np.uint8)
+    b = np.empty(isa.LANES_8, np.uint8)
+    taps = (np.empty(isa.LANES_8, np.uint8), np.empty(isa.LANES_8, np.uint8),
+            np.empty(isa.LANES_8, np.uint8), np.empty(isa.LANES_8, np.uint8),
+            np.empty(isa.LANES_8, np.uint8))
+    acc = np.empty(isa.LANES_16, np.int16)
     one = isa.splat_i16(ctx, 1)
     four = isa.splat_i16(ctx, 4)
     six = isa.splat_i16(ctx, 6)
     c128 = isa.splat_i16(ctx, 128)
     weights = (one, four, six, four, one)
-    phases = np.zeros((3, 64), np.uint8)
+    phases = np.zeros((3, isa.LANES_8), np.uint8)
     for p in range(3):
         for j in range(64):
             phases[p, j] = 2 * j - (p + j) % 3 + p
@@ -255,10 +297,11 @@ def pyr_down_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int,
             for k in range(1, 5):
                 isa.mula_hi_u8_i16(ctx, acc, taps[k], weights[k], acc)
             isa.store(ctx, acc, scratch + i * s_pitch + 2 * j + 64)
-    h = (np.empty(32, np.int16), np.empty(32, np.int16), np.empty(32, np.int16),
-         np.empty(32, np.int16), np.empty(32, np.int16))
-    v = (np.empty(32, np.int16), np.empty(32, np.int16))
-    out = np.empty(64, np.uint8)
+    h = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16),
+         np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16),
+         np.empty(isa.LANES_16, np.int16))
+    v = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16))
+    out = np.empty(isa.LANES_8, np.uint8)
     for r in range(rows):
         for j in range(0, width, 64):
             for half in range(2):
@@ -290,26 +333,26 @@ def pyr_up_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int, w
     forms even outputs 1 6 1 and odd outputs 4 4 from three unaligned loads one pixel apart,
     rounds (sum + 32) >> 6 into bytes and interleaves even and odd outputs (bytes for grey,
     3-byte groups with a two-register select for RGB)."""
-    a = np.empty(64, np.uint8)
-    c = np.empty(64, np.uint8)
-    d = np.empty(64, np.uint8)
-    acc = np.empty(32, np.int16)
+    a = np.empty(isa.LANES_8, np.uint8)
+    c = np.empty(isa.LANES_8, np.uint8)
+    d = np.empty(isa.LANES_8, np.uint8)
+    acc = np.empty(isa.LANES_16, np.int16)
     one = isa.splat_i16(ctx, 1)
     four = isa.splat_i16(ctx, 4)
     six = isa.splat_i16(ctx, 6)
-    vm = np.empty(32, np.int16)
-    v0 = np.empty(32, np.int16)
-    vp = np.empty(32, np.int16)
-    ev = (np.empty(32, np.int16), np.empty(32, np.int16))
-    od = (np.empty(32, np.int16), np.empty(32, np.int16))
-    e8 = np.empty(64, np.uint8)
-    o8 = np.empty(64, np.uint8)
-    out = np.empty(64, np.uint8)
+    vm = np.empty(isa.LANES_16, np.int16)
+    v0 = np.empty(isa.LANES_16, np.int16)
+    vp = np.empty(isa.LANES_16, np.int16)
+    ev = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16))
+    od = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16))
+    e8 = np.empty(isa.LANES_8, np.uint8)
+    o8 = np.empty(isa.LANES_8, np.uint8)
+    out = np.empty(isa.LANES_8, np.uint8)
     # RGB: chunks of 21 pixels (63 bytes) of even and of odd outputs, put together as
     # 3-byte groups: output byte m of the chunk is byte 3 (m // 6) + m % 6 of the even
     # outputs, or of the odd ones (lanes 64..) for m % 6 >= 3.
     step = 64 if pixel_bytes == 1 else 63
-    groups = np.zeros((2, 64), np.uint8)
+    groups = np.zeros((2, isa.LANES_8), np.uint8)
     for v in range(2):
         for j in range(64):
             m = 64 * v + j
@@ -385,15 +428,15 @@ def transpose3_tile(ctx: isa.Context, src: int, dst: int, src_rows: int, src_col
     transposed as bytes, and each output row is put back together from the planes (two
     selects per output vector). Only the source and output bytes of real pixels are read and
     written."""
-    planes = np.zeros((3, 64, 64), np.uint8)
-    spare = np.zeros((64, 64), np.uint8)
-    raw = np.zeros((3, 64), np.uint8)
-    t = np.empty(64, np.uint8)
-    out = np.empty(64, np.uint8)
-    split_a = np.zeros((3, 64), np.uint8)
-    split_b = np.zeros((3, 64), np.uint8)
-    join_a = np.zeros((3, 64), np.uint8)
-    join_b = np.zeros((3, 64), np.uint8)
+    planes = np.zeros((3, 64, isa.LANES_8), np.uint8)
+    spare = np.zeros((64, isa.LANES_8), np.uint8)
+    raw = np.zeros((3, isa.LANES_8), np.uint8)
+    t = np.empty(isa.LANES_8, np.uint8)
+    out = np.empty(isa.LANES_8, np.uint8)
+    split_a = np.zeros((3, isa.LANES_8), np.uint8)
+    split_b = np.zeros((3, isa.LANES_8), np.uint8)
+    join_a = np.zeros((3, isa.LANES_8), np.uint8)
+    join_b = np.zeros((3, isa.LANES_8), np.uint8)
     for c in range(3):
         for i in range(64):
             b = 3 * i + c
@@ -451,20 +494,20 @@ def resize_area_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: i
     each output byte's first pixel in the scratch row), one per horizontal tap with the base
     moved a pixel on, are widened and summed in int32, converted to float32, scaled and
     rounded, and packed into bytes."""
-    raw = np.empty(64, np.uint8)
-    acc0 = np.empty(32, np.int16)
-    acc1 = np.empty(32, np.int16)
+    raw = np.empty(isa.LANES_8, np.uint8)
+    acc0 = np.empty(isa.LANES_16, np.int16)
+    acc1 = np.empty(isa.LANES_16, np.int16)
     one = isa.splat_i16(ctx, 1)
     s = isa.splat_f32(ctx, scale)
-    idx = np.empty(32, np.uint16)
-    greg = np.empty(32, np.int16)
-    g = np.empty(32, np.int16)
-    lo = np.empty(16, np.int32)
-    hi = np.empty(16, np.int32)
-    t = np.empty(16, np.int32)
-    f = np.empty(16, np.float32)
-    h = (np.empty(32, np.int16), np.empty(32, np.int16))
-    out = np.empty(64, np.uint8)
+    idx = np.empty(isa.LANES_16, np.uint16)
+    greg = np.empty(isa.LANES_16, np.int16)
+    g = np.empty(isa.LANES_16, np.int16)
+    lo = np.empty(isa.LANES_32, np.int32)
+    hi = np.empty(isa.LANES_32, np.int32)
+    t = np.empty(isa.LANES_32, np.int32)
+    f = np.empty(isa.LANES_32, np.float32)
+    h = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16))
+    out = np.empty(isa.LANES_8, np.uint8)
     for r in range(rows):
         for x in range(0, src_bytes, isa.VECTOR_BYTES):
             for k in range(ky):

@@ -13,13 +13,13 @@ def threshold_tile(ctx: isa.Context, src: int, dst: int, rows: int, row_bytes: i
                    in_pitch: int, out_pitch: int, thresh: int, maxval: int, kind: int) -> None:
     """OpenCV's threshold types 0-4 on `rows` rows of `row_bytes` uint8 values, in int16
     halves: a pixel passes when it is greater than `thresh` (-1..255)."""
-    raw = np.empty(64, np.uint8)
-    out = np.empty(64, np.uint8)
-    halves = (np.empty(32, np.int16), np.empty(32, np.int16))
+    raw = np.empty(isa.LANES_8, np.uint8)
+    out = np.empty(isa.LANES_8, np.uint8)
+    halves = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16))
     t = isa.splat_i16(ctx, thresh)
     m = isa.splat_i16(ctx, maxval)
     zero = isa.splat_i16(ctx, 0)
-    above = np.empty(32, np.bool_)
+    above = np.empty(isa.LANES_16, np.bool_)
     for r in range(rows):
         for x in range(0, row_bytes, isa.VECTOR_BYTES):
             isa.load_u8(ctx, src + r * in_pitch + x, raw)

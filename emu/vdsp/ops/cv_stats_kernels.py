@@ -8,7 +8,7 @@ import numpy as np
 from emu.jit import njit
 from emu.vdsp import isa
 
-HIST_LANES = 16
+HIST_LANES = isa.LANES_32
 """Sub-histograms of the histogram pass: one per int32 lane of a gather."""
 HIST_ROW_WORDS = 257
 """Words per sub-histogram: 256 bins and one bin for lanes past a row's end. The odd row
@@ -31,19 +31,19 @@ def integral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, i
     to int32, plus the running row sum (its last lane broadcast by sel_u8) and the row above.
     """
     zero = isa.splat_u8(ctx, 0)
-    raw = np.empty(64, np.uint8)
-    halves = np.empty((2, 64), np.uint8)
-    moved = np.empty(64, np.uint8)
-    quad = np.empty((4, 16), np.int32)
-    total = np.empty(16, np.int32)
-    above = np.empty(16, np.int32)
-    running = np.empty(16, np.int32)
-    steps = np.empty((5, 64), np.uint8)  # select patterns: shift up 2, 4, 8, 16, 32 bytes
+    raw = np.empty(isa.LANES_8, np.uint8)
+    halves = np.empty((2, isa.LANES_8), np.uint8)
+    moved = np.empty(isa.LANES_8, np.uint8)
+    quad = np.empty((4, isa.LANES_32), np.int32)
+    total = np.empty(isa.LANES_32, np.int32)
+    above = np.empty(isa.LANES_32, np.int32)
+    running = np.empty(isa.LANES_32, np.int32)
+    steps = np.empty((5, isa.LANES_8), np.uint8)  # select patterns: shift up 2, 4, 8, 16, 32 bytes
     for s in range(5):
         b = 2 << s
         for i in range(64):
             steps[s, i] = 64 + i - b if i >= b else i
-    last = np.empty(64, np.uint8)  # the last int32 lane in every lane
+    last = np.empty(isa.LANES_8, np.uint8)  # the last int32 lane in every lane
     for i in range(64):
         last[i] = 60 + i % 4
     for r in range(rows):
@@ -96,21 +96,21 @@ def histogram_tile(ctx: isa.Context, src: int, rows: int, width: int, in_pitch: 
     `hist` (sub-histogram l, bin v at hist + l * HIST_ROW_BYTES + 4 v): per 16 pixels, one
     gather of their bins' counts (lane l from sub-histogram l, so no two lanes share a
     counter), add 1, one scatter back. Lanes past a row's end count into bin 256."""
-    raw = np.empty(64, np.uint8)
-    halves = np.empty((2, 32), np.int16)
-    quad = np.empty((4, 16), np.int32)
-    offsets = np.empty(16, np.int32)
-    counts = np.empty(16, np.int32)
-    inside = np.empty(16, np.bool_)
-    spill = np.empty(16, np.int32)
-    lane = np.empty(16, np.int32)  # constant registers: lane index, sub-histogram starts
-    base = np.empty(16, np.int32)
+    raw = np.empty(isa.LANES_8, np.uint8)
+    halves = np.empty((2, isa.LANES_16), np.int16)
+    quad = np.empty((4, isa.LANES_32), np.int32)
+    offsets = np.empty(isa.LANES_32, np.int32)
+    counts = np.empty(isa.LANES_32, np.int32)
+    inside = np.empty(isa.LANES_32, np.bool_)
+    spill = np.empty(isa.LANES_32, np.int32)
+    lane = np.empty(isa.LANES_32, np.int32)  # constant registers: lane index, sub-histogram starts
+    base = np.empty(isa.LANES_32, np.int32)
     for i in range(16):
         lane[i] = i
         base[i] = i * HIST_ROW_BYTES
         spill[i] = i * HIST_ROW_BYTES + 4 * 256
     one = isa.splat_i32(ctx, 1)
-    limit = np.empty(16, np.int32)
+    limit = np.empty(isa.LANES_32, np.int32)
     for r in range(rows):
         for x in range(0, width, 64):
             isa.load_u8(ctx, src + r * in_pitch + x, raw)
@@ -150,18 +150,18 @@ def equalize_lut(ctx: isa.Context, hist: int, cdf: int, lut: int, total: int) ->
     float32, one float32 division and multiply, rounded half to even, saturated (bins below
     i go negative and give 0; no pixel has them). When one bin holds every pixel OpenCV sets
     the image to that value: the identity table does the same."""
-    acc = np.empty(16, np.int32)
-    part = np.empty(16, np.int32)
-    moved = np.empty(16, np.int32)
-    running = np.zeros(16, np.int32)
-    candidate = np.empty(16, np.int32)
-    positive = np.empty(16, np.bool_)
-    steps = np.empty((4, 64), np.uint8)  # shift up 1, 2, 4, 8 int32 lanes, zeros in
+    acc = np.empty(isa.LANES_32, np.int32)
+    part = np.empty(isa.LANES_32, np.int32)
+    moved = np.empty(isa.LANES_32, np.int32)
+    running = np.zeros(isa.LANES_32, np.int32)
+    candidate = np.empty(isa.LANES_32, np.int32)
+    positive = np.empty(isa.LANES_32, np.bool_)
+    steps = np.empty((4, isa.LANES_8), np.uint8)  # shift up 1, 2, 4, 8 int32 lanes, zeros in
     for s in range(4):
         b = 4 << s
         for i in range(64):
             steps[s, i] = 64 + i - b if i >= b else i
-    last = np.empty(64, np.uint8)
+    last = np.empty(isa.LANES_8, np.uint8)
     for i in range(64):
         last[i] = 60 + i % 4
     zero = isa.splat_i32(ctx, 0)
@@ -187,11 +187,11 @@ def equalize_lut(ctx: isa.Context, hist: int, cdf: int, lut: int, total: int) ->
     base = isa.splat_i32(ctx, first)
     remaining = isa.sub_i32(ctx, isa.splat_i32(ctx, total), base)
     scale = isa.fdiv_f32(ctx, isa.splat_f32(ctx, 255.0), isa.cvt_i32_f32(ctx, remaining))
-    values = np.empty((4, 16), np.int32)
-    real = np.empty(16, np.float32)
-    pair = np.empty((2, 32), np.int16)
-    out = np.empty(64, np.uint8)
-    identity = np.empty(16, np.int32)
+    values = np.empty((4, isa.LANES_32), np.int32)
+    real = np.empty(isa.LANES_32, np.float32)
+    pair = np.empty((2, isa.LANES_16), np.int16)
+    out = np.empty(isa.LANES_8, np.uint8)
+    identity = np.empty(isa.LANES_32, np.int32)
     for i in range(16):
         identity[i] = i
     step = isa.splat_i32(ctx, 16)
@@ -219,10 +219,10 @@ def lut_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, in_pit
     """out = lut[src] for `rows` rows of `width` bytes: per 64 pixels, two 32-lane byte
     gathers from the 256-byte table (offsets: the pixels unpacked to 16 bits), packed back to
     bytes."""
-    raw = np.empty(64, np.uint8)
-    index = np.empty((2, 32), np.int16)
-    got = np.empty((2, 32), np.uint16)
-    out = np.empty(64, np.uint8)
+    raw = np.empty(isa.LANES_8, np.uint8)
+    index = np.empty((2, isa.LANES_16), np.int16)
+    got = np.empty((2, isa.LANES_16), np.uint16)
+    out = np.empty(isa.LANES_8, np.uint8)
     for r in range(rows):
         for x in range(0, width, 64):
             isa.load_u8(ctx, src + r * in_pitch + x, raw)

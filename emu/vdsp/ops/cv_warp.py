@@ -44,7 +44,8 @@ side first, until the source bounding box of the tile's tap origins (plus one pi
 and below for linear) fits a TCM buffer pair and the 64 KiB window of the 8-bit gather. The
 planner finds the box from the coordinates (the matrix, in double with one pixel of margin,
 for the warps; for remap the maps themselves, a min/max pass over them whose compute is
-charged at set-up, its reading of the maps is not); origins are first clamped to the range
+charged at set-up, counted by the ISA emulation of `map_bounds`, its reading of the maps is
+not); origins are first clamped to the range
 whose taps can still differ (constant: one or two pixels of border outside the image,
 written by the fill kernel; replicate: the edge pixels, read through the border
 descriptors). When even a tile of 64x64 pixels or less needs a larger box (random maps,
@@ -66,7 +67,7 @@ border modes other than constant and replicate (reflect, wrap, transparent), fix
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -414,10 +415,8 @@ def _run(kind: int) -> Callable[..., Generator[simpy.Event, Any, StageBody | Non
         iota = np.arange(16, dtype=np.int32)
         table_bytes = tables.size * 4 + iota.nbytes
         nsimd = width - width % _UF
-        # remap's planning pass over the maps: per 16 pixels two loads, two float-to-int
-        # conversions (two ops each) and four min/max.
-        vectors = -(-width * height // 16) if kind == kern.KIND_REMAP else 0
-        scan = timing.bundle_cycles(2 * vectors, 0, 8 * vectors, core.cfg)
+        maps = ((run.inputs[1].pixels(), run.inputs[2].pixels()) if kind == kern.KIND_REMAP
+                else None)
 
         def tiles(slot: CoreSlot, first: int) -> Generator[simpy.Event, Any, int | None]:
             # Every (re)start writes the column tables and the lane numbers into TCM.
@@ -429,7 +428,9 @@ def _run(kind: int) -> Callable[..., Generator[simpy.Event, Any, StageBody | Non
                 iota_at = at + tables.size * 4
                 tcm[iota_at: iota_at + iota.nbytes] = iota.view(np.uint8)
                 setup = (timing.table_fill_cycles(wp, tables.shape[0], core.cfg)
-                         + timing.table_fill_cycles(16, 1, core.cfg) + scan)
+                         + timing.table_fill_cycles(16, 1, core.cfg))
+                if maps is not None:
+                    setup += _map_scan_cycles(core, maps, linear, run.what)
                 yield from core.setup(slot, setup, f"{run.what} tables")
                 budget = min(core.tcm.free_bytes(b) for b in range(core.cfg.tcm.banks))
                 if core.cfg.tcm.banks == 1:
@@ -478,6 +479,36 @@ def _run(kind: int) -> Callable[..., Generator[simpy.Event, Any, StageBody | Non
         return (yield from resumable(tiles)(slot))
 
     return run
+
+
+def _map_scan_cycles(core: VdspCore, maps: tuple[npt.NDArray, npt.NDArray], linear: bool,
+                     what: str) -> int:
+    """The cycles of remap's planning pass over its maps (`kern.map_bounds`), counted by the
+    ISA emulation on the maps placed in TCM piece by piece (their reading is not charged:
+    the planner works on the host's copy). A last partial vector is filled with the last
+    pixel, which leaves the bounds as they are."""
+    lanes = isa.LANES_32
+    mx, my = (np.ascontiguousarray(m, np.float32).reshape(-1) for m in maps)
+    vectors = -(-mx.size // lanes)
+    mx, my = (np.pad(m, (0, vectors * lanes - m.size), mode="edge") for m in (mx, my))
+    per = max(1, min(vectors, core.tcm.free_bytes(0) // (2 * isa.VECTOR_BYTES)))
+    block = core.tcm.alloc(0, 2 * per * isa.VECTOR_BYTES, f"{what} map scan")
+    bounds = np.empty((4, lanes), np.int32)
+    bounds[0::2], bounds[1::2] = np.iinfo(np.int32).max, np.iinfo(np.int32).min
+
+    def pieces() -> Iterator[tuple[Any, ...]]:
+        tcm = core.tcm.data
+        for v0 in range(0, vectors, per):
+            n = min(per, vectors - v0)
+            for k, m in enumerate((mx, my)):
+                at = block.offset + k * n * isa.VECTOR_BYTES
+                tcm[at: at + n * isa.VECTOR_BYTES] = m[v0 * lanes: (v0 + n) * lanes].view(np.uint8)
+            yield block.offset, n, linear, bounds
+
+    try:
+        return core.setup_loop_cycles(kern.map_bounds, pieces())
+    finally:
+        core.tcm.free(block)
 
 
 def _column_tables(m: npt.NDArray[np.float32], wp: int, coords: int) -> npt.NDArray[np.float32]:

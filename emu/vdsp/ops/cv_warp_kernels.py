@@ -39,6 +39,19 @@ def _fused(ctx: isa.Context, table: int, x: int, stride: int, c: isa.F32, xs: is
 
 
 @njit
+def _origins(ctx: isa.Context, linear: bool, sx: isa.F32, sy: isa.F32, ix: isa.I32,
+             iy: isa.I32) -> None:
+    """The tap origins of coordinates: floor for linear, else round half to even (NaN 0,
+    saturating)."""
+    if linear:
+        isa.floor_f32_i32(ctx, sx, ix)
+        isa.floor_f32_i32(ctx, sy, iy)
+    else:
+        isa.round_f32_i32(ctx, sx, ix)
+        isa.round_f32_i32(ctx, sy, iy)
+
+
+@njit
 def _interpolate(ctx: isa.Context, src: int, o16: npt.NDArray[np.int16], greg: isa.U16,
                  pix: npt.NDArray[np.uint16], wide: isa.I32, alpha: tuple[isa.F32, isa.F32],
                  beta: tuple[isa.F32, isa.F32], p00: isa.F32, p01: isa.F32, p10: isa.F32,
@@ -111,18 +124,18 @@ def warp_tile(ctx: isa.Context, src: int, dst: int, p: npt.NDArray[np.int64],
     table, tstride, nsimd = p[P_TABLE], p[P_TABLE_STRIDE], p[P_NSIMD]
     merge = p[P_MERGE] != 0
     constant = p[P_CONSTANT] != 0
-    f = np.empty((16, 16), np.float32)  # float registers, by role below
+    f = np.empty((16, isa.LANES_32), np.float32)  # float registers, by role below
     hi, lo = f[0], f[1]  # a column table's x and M
     sx, sy, sw, rx, ry = f[6], f[7], f[8], f[9], f[10]
     alpha = (f[12], f[13])
     beta = (f[14], f[15])
-    g = np.empty((6, 16), np.float32)
+    g = np.empty((6, isa.LANES_32), np.float32)
     p00, p01, p10, p11, v0, v1 = g[0], g[1], g[2], g[3], g[4], g[5]
-    ty = np.empty((3, 16), np.float32)  # y * M1, y * M4, y * M7 (tail columns)
-    consts = np.empty((6, 16), np.float32)
+    ty = np.empty((3, isa.LANES_32), np.float32)  # y * M1, y * M4, y * M7 (tail columns)
+    consts = np.empty((6, isa.LANES_32), np.float32)
     for k in range(6):
         isa.splat_f32(ctx, m[(k // 2) * 3 + 2] if k % 2 else m[(k // 2) * 3 + 1], consts[k])
-    iv = np.empty((13, 16), np.int32)
+    iv = np.empty((13, isa.LANES_32), np.int32)
     ix, iy, rel, t32, iota = iv[0], iv[1], iv[2], iv[3], iv[4]
     off = (iv[5], iv[6])
     d1 = (iv[7], iv[8])
@@ -143,7 +156,7 @@ def warp_tile(ctx: isa.Context, src: int, dst: int, p: npt.NDArray[np.int64],
     intmin = isa.splat_i32(ctx, -2147483648)
     big = isa.splat_f32(ctx, 2147483648.0)
     fzero = isa.splat_f32(ctx, 0.0)
-    lim = np.empty((2, 16), np.int32)  # the last source column and row
+    lim = np.empty((2, isa.LANES_32), np.int32)  # the last source column and row
     isa.splat_i32(ctx, p[P_SRC_W] - 1, lim[0])
     isa.splat_i32(ctx, p[P_SRC_H] - 1, lim[1])
     low = isa.splat_i32(ctx, -2)
@@ -154,22 +167,22 @@ def warp_tile(ctx: isa.Context, src: int, dst: int, p: npt.NDArray[np.int64],
     cn16 = isa.splat_i16(ctx, cn)
     isa.load_i32(ctx, p[P_IOTA], iota)
     isa.mul_i32(ctx, iota, cnv, iota)  # lane k's first byte, k * channels
-    lanes = np.empty(32, np.int16)  # scatter offsets of 32 pixels' bytes of one channel
+    lanes = np.empty(isa.LANES_16, np.int16)  # scatter offsets of 32 pixels' bytes of one channel
     isa.add_i32(ctx, iota, isa.splat_i32(ctx, 16 * cn), t32)
     isa.pack_i32_i16(ctx, iota, t32, lanes)
     lanes3 = isa.as_u16(lanes)
-    inside = np.empty(16, np.bool_)
-    below = np.empty(16, np.bool_)
-    o16 = np.empty((4, 32), np.int16)
-    d16 = np.empty((2, 32), np.int16)
-    greg = np.empty(32, np.uint16)
-    pix = np.empty((4, 32), np.uint16)
-    wide = np.empty(16, np.int32)
-    rnd = (np.empty(16, np.int32), np.empty(16, np.int32))
-    res = (np.empty(32, np.int16), np.empty(32, np.int16))
-    out = np.empty(64, np.uint8)
-    rowc = np.empty((3, 16), np.float32)
-    ycoord = np.empty(16, np.float32)
+    inside = np.empty(isa.LANES_32, np.bool_)
+    below = np.empty(isa.LANES_32, np.bool_)
+    o16 = np.empty((4, isa.LANES_16), np.int16)
+    d16 = np.empty((2, isa.LANES_16), np.int16)
+    greg = np.empty(isa.LANES_16, np.uint16)
+    pix = np.empty((4, isa.LANES_16), np.uint16)
+    wide = np.empty(isa.LANES_32, np.int32)
+    rnd = (np.empty(isa.LANES_32, np.int32), np.empty(isa.LANES_32, np.int32))
+    res = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16))
+    out = np.empty(isa.LANES_8, np.uint8)
+    rowc = np.empty((3, isa.LANES_32), np.float32)
+    ycoord = np.empty(isa.LANES_32, np.float32)
     for r in range(rows):
         y = p[P_OUT_Y0] + r
         if kind != KIND_REMAP:
@@ -202,12 +215,7 @@ def warp_tile(ctx: isa.Context, src: int, dst: int, p: npt.NDArray[np.int64],
                     if kind == KIND_PERSPECTIVE:
                         isa.fdiv_f32(ctx, sx, sw, sx)
                         isa.fdiv_f32(ctx, sy, sw, sy)
-                    if linear:
-                        isa.floor_f32_i32(ctx, sx, ix)
-                        isa.floor_f32_i32(ctx, sy, iy)
-                    else:
-                        isa.round_f32_i32(ctx, sx, ix)
-                        isa.round_f32_i32(ctx, sy, iy)
+                    _origins(ctx, linear, sx, sy, ix, iy)
                     # As x86's conversions (OpenCV's reference): NaN and >= 2**31 give INT_MIN.
                     isa.lt_f32(ctx, sx, big, inside)
                     isa.mov_t(ctx, ix, intmin, inside, ix)
@@ -282,3 +290,24 @@ def warp_tile(ctx: isa.Context, src: int, dst: int, p: npt.NDArray[np.int64],
                     isa.pack_i16_u8(ctx, isa.as_i16(pix[0]), isa.as_i16(pix[1]), out)
                 isa.store(ctx, out, dst + r * p[P_OUT_PITCH] + x)
 
+
+
+@njit
+def map_bounds(ctx: isa.Context, at: int, vectors: int, linear: bool,
+               bounds: npt.NDArray[np.int32]) -> None:
+    """The planner's pass over a piece of remap's maps: `vectors` vectors of x values at
+    `at`, as many of y values after them, each turned into tap origins as the tile kernel
+    turns them (`_origins`) and folded into the running lane-wise bounds: `bounds` rows
+    min x, max x, min y, max y."""
+    f = np.empty((2, isa.LANES_32), np.float32)
+    sx, sy = f[0], f[1]
+    i = np.empty((2, isa.LANES_32), np.int32)
+    ix, iy = i[0], i[1]
+    for v in range(vectors):
+        isa.load_f32(ctx, at + isa.VECTOR_BYTES * v, sx)
+        isa.load_f32(ctx, at + isa.VECTOR_BYTES * (vectors + v), sy)
+        _origins(ctx, linear, sx, sy, ix, iy)
+        isa.min_i32(ctx, bounds[0], ix, bounds[0])
+        isa.max_i32(ctx, bounds[1], ix, bounds[1])
+        isa.min_i32(ctx, bounds[2], iy, bounds[2])
+        isa.max_i32(ctx, bounds[3], iy, bounds[3])

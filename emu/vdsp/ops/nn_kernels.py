@@ -23,7 +23,7 @@ from emu.jit import njit
 from emu.vdsp import isa
 from emu.vdsp.isa import F32, Context
 
-LANES = 16
+LANES = isa.LANES_32
 VEC = isa.VECTOR_BYTES
 
 LOG2E = np.float32(1.4426950408889634)

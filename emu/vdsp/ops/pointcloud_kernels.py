@@ -32,7 +32,7 @@ from emu.vdsp.isa import F32, I32, U32, Context, Mask
 # cell sizes' reciprocals and the quantisation scale.
 BACK, FRONT, RIGHT, LEFT, BOTTOM, TOP, LOWER, UPPER, XS, YS, SCALE = range(11)
 
-LANES = 16
+LANES = isa.LANES_32
 
 
 @njit_inline
@@ -182,9 +182,9 @@ def stage2_transpose(ctx: Context, src: int, dst: int, count: int, stride: int,
     """Scheme 2, stage 2: `count` (a multiple of 64) int8 records of `dims` bytes at `src`
     into `dims` planes, `stride` bytes apart, at `dst`; two 32-lane byte gathers a vector."""
     offsets = (np.arange(32) * dims).astype(np.uint16)
-    low = np.empty(32, np.int16)
-    high = np.empty(32, np.int16)
-    out = np.empty(64, np.int8)
+    low = np.empty(isa.LANES_16, np.int16)
+    high = np.empty(isa.LANES_16, np.int16)
+    out = np.empty(isa.LANES_8, np.int8)
     for c in range(dims):
         for first in range(0, count, 64):
             base = src + dims * first + c
@@ -204,8 +204,8 @@ def stage2_encode_transpose(ctx: Context, src: int, dst: int, count: int, stride
     regs = _registers()
     v, g, f0, f1, f2 = regs.x, regs.gather, regs.f0, regs.f1, regs.f2
     q = (regs.i0, regs.i1, regs.i2, regs.i3)
-    halves = np.empty((2, 32), np.int16)
-    packed = np.empty(64, np.int8)
+    halves = np.empty((2, isa.LANES_16), np.int16)
+    packed = np.empty(isa.LANES_8, np.int8)
     for c in range(dims):
         for first in range(0, count, 64):
             for part in range(4):

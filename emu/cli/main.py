@@ -35,6 +35,7 @@ from emu.workloads import scenarios as scenario_registry
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
+TERMINAL_COLUMNS = 100  # the tables of `config show` and `list` fit this width
 
 ZOO_BATCH = (1, 256)  # emu.nn.zoo.MAX_BATCH
 ZOO_CLASSES = (1, 100_000)  # emu.nn.zoo.MAX_CLASSES
@@ -263,7 +264,7 @@ def _config_show(args: argparse.Namespace) -> int:
     rows = [(info.key, format_value(info, value), source, info.desc)
             for info, value, source in resolved.leaves()]
     print(render(["key", "value", "source", "description"], rows,
-                 title=f"preset {resolved.preset}"))
+                 title=f"preset {resolved.preset}", width=TERMINAL_COLUMNS, wrap=(2, 3)))
     return EXIT_OK
 
 
@@ -284,7 +285,8 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json([{"kind": k, "name": n, "description": d} for k, n, d in items])
     else:
-        print(render(["kind", "name", "description"], items))
+        print(render(["kind", "name", "description"], items, width=TERMINAL_COLUMNS,
+                     wrap=(2,)))
     return EXIT_OK
 
 

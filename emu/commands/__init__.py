@@ -38,7 +38,8 @@ from emu.options import Option
 if TYPE_CHECKING:
     from emu.soc.config import ResolvedConfig
 
-__all__ = ["Command", "Outcome", "Report", "commands", "get", "register", "run"]
+__all__ = ["Command", "Outcome", "Report", "commands", "get", "register", "run", "trace_path",
+           "write_trace"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -141,6 +142,26 @@ class Command:
 _NOT_ARGUMENTS = {"preset", "config", "overrides", "json", "trace", "quiet"}
 
 _REGISTRY: dict[str, Command] = {}
+
+
+def trace_path(args: argparse.Namespace) -> Any:
+    """The `--trace` file asked for, checked before any work (`emu.report.outputs`), or
+    None."""
+    if getattr(args, "trace", None) is None:
+        return None
+    from emu.report import outputs
+
+    return outputs.check_file("--trace", args.trace)
+
+
+def write_trace(path: Any, recordings: Sequence[tuple[str, Any]],
+                about: dict[str, Any]) -> None:
+    """Write the Chrome trace of one or more sessions' recordings ((name, recording) pairs;
+    one without a name is the only one) to `path`, whole or not at all."""
+    from emu.report.document import dumps, write_atomic
+    from emu.report.trace import chrome_trace_many
+
+    write_atomic(path, dumps(chrome_trace_many(list(recordings), about)))
 
 
 def register(command: Command) -> Command:

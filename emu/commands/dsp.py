@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from emu.commands import Command, Outcome, Progress, register
+from emu.commands import Command, Outcome, Progress, register, trace_path, write_trace
 from emu.commands.report import Report
 from emu.errors import InputError
 from emu.options import SEEDS, Option
@@ -78,13 +78,10 @@ def check(args: argparse.Namespace) -> None:
 
 
 def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
-    from emu.report import outputs
-    from emu.report.document import dumps, write_atomic
-    from emu.report.trace import chrome_trace
     from emu.runtime import session
     from emu.workloads import dsp_ops
 
-    trace = None if args.trace is None else outputs.check_file("--trace", args.trace)
+    trace = trace_path(args)
     run = dsp_ops.DspRun(args.op, args.shape, args.axis, args.dtype, args.mode, args.per_axis,
                          args.core, args.rpcs, args.priority, args.seed)
     check_pool(run, resolved.soc.mem)
@@ -95,8 +92,7 @@ def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> 
     if failed:
         raise InputError(f"dsp {run.op}: {failed[0]}")
     if trace is not None:
-        write_atomic(trace, dumps(chrome_trace(sess.soc.recorder.recording,
-                                               {"preset": args.preset})))
+        write_trace(trace, [("", sess.soc.recorder.recording)], {"preset": args.preset})
     return Outcome(result, args.seed)
 
 

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from emu.commands import Command, Outcome, Progress, register
+from emu.commands import Command, Outcome, Progress, register, trace_path, write_trace
 from emu.commands.report import Report, plain
 from emu.errors import InputError, UsageError
 from emu.options import Option
@@ -124,13 +124,12 @@ def _check_output_kind(op: Any, inputs: list[Any], values: dict[str, Any], path:
 
 def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
     from emu.report import outputs
-    from emu.report.document import dumps, write_atomic
-    from emu.report.trace import chrome_trace
+    from emu.report.document import write_atomic
     from emu.runtime import session
     from emu.vdsp.ops import cv
     from emu.workloads import dsp_cv, images
 
-    trace = None if args.trace is None else outputs.check_file("--trace", args.trace)
+    trace = trace_path(args)
     out_path = None if args.output is None else outputs.check_file("-o/--output", args.output)
     picture = images.read_image(Path(args.input)) if args.input else images.standard()
     if args.all:
@@ -162,8 +161,7 @@ def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> 
     if out_path is not None:
         write_atomic(out_path, images.image_bytes(output, out_path))
     if trace is not None:
-        write_atomic(trace, dumps(chrome_trace(sess.soc.recorder.recording,
-                                               {"preset": args.preset})))
+        write_trace(trace, [("", sess.soc.recorder.recording)], {"preset": args.preset})
     return Outcome({"values": plain(values), **report})
 
 

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from emu.commands import Command, Outcome, Progress, register
+from emu.commands import Command, Outcome, Progress, register, trace_path, write_trace
 from emu.commands.report import Report
 from emu.errors import InputError
 from emu.options import SEEDS, Option
@@ -92,19 +92,22 @@ def _input(path: str | None) -> Any:
 
 
 def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
+    trace = trace_path(args)
     x = _input(args.input)
     model, label = _model(args)
 
     from emu.runtime.session import Session
     from emu.workloads import dv_net
 
-    with Session(args.preset, args.config, args.overrides):
+    with Session(args.preset, args.config, args.overrides, trace=trace is not None) as sess:
         try:
             results = dv_net.run_network(model, x, args.seed)
         except InputError as exc:
             if args.input is not None and str(exc).startswith("input"):
                 raise InputError(f"--input {args.input}: {exc}") from None
             raise
+    if trace is not None:
+        write_trace(trace, [("", sess.soc.recorder.recording)], {"preset": args.preset})
     return Outcome({"model": label, **results}, args.seed)
 
 
@@ -150,4 +153,4 @@ DV_RUN = register(Command(
     "residual adds, FC), pack the weights as FP16, run the one command list through dmp_dv "
     "and show each command's time on the device, the driver's exec time and the FP16 output "
     "against the float32 reference. Unsupported ops are refused; a trailing Softmax is left "
-    "to the CPU.", OPTIONS, work, text, REPORTS, sweepable=True))
+    "to the CPU.", OPTIONS, work, text, REPORTS, trace=True, outputs=("--trace",), sweepable=True))

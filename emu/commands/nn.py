@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from emu.commands import Command, Outcome, Progress, register
+from emu.commands import Command, Outcome, Progress, register, trace_path, write_trace
 from emu.commands.report import Report
 from emu.errors import InputError
 from emu.options import SEEDS, Option
@@ -207,10 +207,17 @@ def compile_work(resolved: Any, args: argparse.Namespace, progress: Progress | N
                    args.seed if args.calib_dir is None else None, written=tuple(written))
 
 
+def _provenance(report: Report) -> str:
+    from emu.report.document import provenance_line
+
+    assert report.provenance is not None
+    return provenance_line(report.provenance)
+
+
 def compile_text(report: Report) -> str:
     from emu.report import nnperf
 
-    lines = [summary_text(doc) for doc in report["models"]]
+    lines = [_provenance(report), *(summary_text(doc) for doc in report["models"])]
     estimates = [doc for doc in report["models"] if "latency_ms" in doc]
     if estimates:
         lines.append(nnperf.text(estimates))
@@ -360,6 +367,7 @@ def infer_work(resolved: Any, args: argparse.Namespace, progress: Progress | Non
     from emu.report import outputs
 
     out = None if args.out is None else outputs.check_folder("--out", args.out)
+    trace = trace_path(args)
 
     import numpy as np
 
@@ -371,8 +379,11 @@ def infer_work(resolved: Any, args: argparse.Namespace, progress: Progress | Non
     feeds = read_input(model, args.input)
     results = model.run(feeds)
     # one inference through hbDNN on a fresh session (the runtime's path; outputs above)
-    timed = nn_perf.run_perf(args.model_file, model.name, 1, 0, 1, 0, args.preset,
-                             args.config, args.overrides)
+    timed, sess = nn_perf.run_perf_session(args.model_file, model.name, 1, 0, 1, 0,
+                                           args.preset, args.config, args.overrides,
+                                           trace=trace is not None)
+    if trace is not None:
+        write_trace(trace, [("", sess.soc.recorder.recording)], {"preset": args.preset})
     simulated = {"latency_ms": timed["latency_ms"]["avg"], "bpu_ms": timed["profile"]["bpu_ms"],
                  "cpu_ms": timed["profile"]["cpu_ms"]}
     top: dict[str, list[list[dict[str, Any]]]] = {}
@@ -393,7 +404,8 @@ def infer_work(resolved: Any, args: argparse.Namespace, progress: Progress | Non
 
 
 def infer_text(report: Report) -> str:
-    lines = [f"{item['name']}: {item['dtype']} {item['shape']}" for item in report["outputs"]]
+    lines = [_provenance(report)]
+    lines += [f"{item['name']}: {item['dtype']} {item['shape']}" for item in report["outputs"]]
     for name, rows in report["top_k"].items():
         for n, row in enumerate(rows):
             ranked = ", ".join(f"{r['class']} ({r['score']:.4f})" for r in row)
@@ -410,6 +422,7 @@ def perf_work(resolved: Any, args: argparse.Namespace, progress: Progress | None
     from emu.report import outputs
 
     profile = None if args.profile is None else outputs.check_file("--profile", args.profile)
+    trace = trace_path(args)
     if not Path(args.model_file).is_file():
         raise InputError(f"{args.model_file}: no such file")
 
@@ -418,18 +431,21 @@ def perf_work(resolved: Any, args: argparse.Namespace, progress: Progress | None
     from emu.workloads import nn_perf
 
     compiler.pick(compiler.load_file(args.model_file), args.model_name, args.model_file)
-    doc = nn_perf.run_perf(args.model_file, args.model_name, args.thread_num, args.core_id,
-                           args.frame_count, args.priority, args.preset, args.config,
-                           args.overrides)
+    doc, sess = nn_perf.run_perf_session(
+        args.model_file, args.model_name, args.thread_num, args.core_id, args.frame_count,
+        args.priority, args.preset, args.config, args.overrides, trace=trace is not None)
     if profile is not None:
         write_atomic(profile, dumps(doc["profile"]))
+    if trace is not None:
+        write_trace(trace, [("", sess.soc.recorder.recording)], {"preset": args.preset})
     return Outcome(doc, written=() if profile is None else (str(profile),))
 
 
 def perf_text(report: Report) -> str:
     lat = report["latency_ms"]
     prof = report["profile"]
-    lines = [f"{report['model']}: {report['frames']} frames, {report['threads']} thread(s), "
+    lines = [_provenance(report),
+             f"{report['model']}: {report['frames']} frames, {report['threads']} thread(s), "
              f"core-id {report['core_id']}, priority {report['priority']} (simulated time)",
              f"latency ms: avg {lat['avg']:.4f}  min {lat['min']:.4f}  max {lat['max']:.4f}  "
              f"p50 {lat['p50']:.4f}  p99 {lat['p99']:.4f}",
@@ -459,11 +475,11 @@ PERF = register(Command(
     "loop, until --frame-count frames are done: average, min, max, p50 and p99 latency and "
     "FPS in simulated time, and the per-segment profile. Outputs are not computed (the "
     "timing is the same).", PERF_OPTIONS, perf_work, perf_text, PERF_REPORTS, progress=True,
-    outputs=("--profile",), sweepable=True))
+    trace=True, outputs=("--profile", "--trace"), sweepable=True))
 
 INFER = register(Command(
     "infer", "run one compiled model on one input",
     "Compute a compiled model's outputs exactly, as the runtime does, on an input file (.npy, "
     ".npz for several inputs, or a binary PPM/PGM image for rgb/bgr/gray models), and "
     "simulate one inference on one BPU core.", INFER_OPTIONS, infer_work, infer_text,
-    INFER_REPORTS, progress=True, outputs=("--out",)))
+    INFER_REPORTS, progress=True, trace=True, outputs=("--out", "--trace")))

@@ -8,7 +8,7 @@ import contextlib
 import os
 from typing import Any
 
-from emu.commands import Command, Outcome, Progress, register
+from emu.commands import Command, Outcome, Progress, register, write_trace
 from emu.commands.report import Report
 from emu.errors import InputError
 from emu.options import SEEDS, Option
@@ -69,9 +69,7 @@ def output_paths(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
-    from emu.report.document import dumps, write_atomic
     from emu.report.outputs import staged_folder
-    from emu.report.trace import chrome_trace_many
     from emu.workloads import lidar
     from emu.workloads.pointcloud import runner
     from emu.workloads.pointcloud.params import MODELS
@@ -100,7 +98,6 @@ def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> 
         if frame.points_dropped:
             messages.append(f"warning: {frame.name}: only the first {params.max_input_points} "
                             f"points are processed, {frame.points_dropped} dropped")
-    trace_text = None
     with contextlib.ExitStack() as stack:  # the dump is written aside, in place at the end
         staged = None if dump is None else stack.enter_context(staged_folder(dump))
         report, sessions = runner.run(args.model, impls, frames, preset=args.preset,
@@ -108,13 +105,10 @@ def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> 
                                       trace=trace is not None,
                                       dump=None if staged is None else str(staged),
                                       dump_format=args.dump_format, progress=progress)
-        if trace is not None:
-            trace_text = dumps(chrome_trace_many(
-                [(impl, s.soc.recorder.recording)
-                 for impl, s in zip(impls, sessions, strict=True)],
-                {"preset": args.preset, "model": args.model}))
-    if trace is not None and trace_text is not None:  # after the dump: it may go inside it
-        write_atomic(trace, trace_text)
+    if trace is not None:  # after the dump: it may go inside it
+        write_trace(trace, [(impl, s.soc.recorder.recording)
+                            for impl, s in zip(impls, sessions, strict=True)],
+                    {"preset": args.preset, "model": args.model})
     for frame in report["frames"]:
         if frame["points_dropped_max_pillars"]:
             messages.append(f"warning: {frame['frame']}: {frame['cells']} cells, more than max "

@@ -11,25 +11,21 @@ import argparse
 import importlib
 from typing import Any
 
-from emu.commands import Command, Outcome, Progress
+from emu.commands import Command, Outcome, Progress, trace_path, write_trace
 from emu.commands.report import Report
 from emu.workloads import scenarios
 
 
 def _work(item: scenarios.Scenario) -> Any:
     def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
-        from emu.report import outputs
-        from emu.report.document import dumps, write_atomic
-        from emu.report.trace import chrome_trace
-
-        trace = None if args.trace is None else outputs.check_file("--trace", args.trace)
+        trace = trace_path(args)
         module = importlib.import_module(item.module)
         options = {option.name: getattr(args, option.name) for option in item.options}
         results, sess = module.run_scenario(options, args.preset, args.config,
                                             args.overrides, trace is not None, progress)
         if trace is not None:
-            write_atomic(trace, dumps(chrome_trace(sess.soc.recorder.recording,
-                                                   {"preset": resolved.preset})))
+            write_trace(trace, [("", sess.soc.recorder.recording)],
+                        {"preset": resolved.preset})
         return Outcome({"results": results, "stats": sess.stats()}, options.get("seed"))
     return work
 

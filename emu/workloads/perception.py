@@ -60,9 +60,9 @@ from emu.errors import InputError, SimulationError
 from emu.nn import compiler, zoo
 from emu.nn.compiler import CompiledModel
 from emu.runtime import hbdnn, session
-from emu.soc.clock import PS_PER_S
+from emu.soc.clock import PS_PER_S, report_ms
 from emu.soc.config import SocConfig
-from emu.workloads.cameras import _ms, percentile, run_threads
+from emu.workloads.cameras import percentile, run_threads
 from emu.workloads.pointcloud import runner
 from emu.workloads.pointcloud.impls import Preprocessor
 from emu.workloads.pointcloud.params import CENTERPOINT
@@ -325,9 +325,9 @@ def _split(pipeline: _Pipeline, frame: _Frame) -> dict[str, int]:
 
 def latency_summary(values: list[int]) -> dict[str, float]:
     """avg, p50, p99 (nearest rank), max and min of latencies in ps, in ms."""
-    return {"avg": _ms(sum(values) / len(values)), "p50": _ms(percentile(values, 0.5)),
-            "p99": _ms(percentile(values, 0.99)), "max": _ms(max(values)),
-            "min": _ms(min(values))}
+    return {"avg": report_ms(sum(values) / len(values)), "p50": report_ms(percentile(values, 0.5)),
+            "p99": report_ms(percentile(values, 0.99)), "max": report_ms(max(values)),
+            "min": report_ms(min(values))}
 
 
 # What each kind of an hbDNN task's work is, for "where the time goes".
@@ -348,7 +348,7 @@ def where_time_goes(pipeline: _Pipeline) -> dict[str, Any]:
         for kind, ps in f.model_kinds.items():
             kinds[kind] = kinds.get(kind, 0) + ps
     ordered = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {"by_kind_ms": {k: _ms(ps / n) for k, ps in ordered},
+    return {"by_kind_ms": {k: report_ms(ps / n) for k, ps in ordered},
             "dominant": ordered[0][0] if ordered else None}
 
 
@@ -358,14 +358,14 @@ def _pipeline_results(pipeline: _Pipeline) -> dict[str, Any]:
     n = len(splits)
     return {
         "pipeline": pipeline.name, "kind": pipeline.kind, "priority": pipeline.priority,
-        "period_ms": _ms(pipeline.period_ps), "frames": n,
+        "period_ms": report_ms(pipeline.period_ps), "frames": n,
         "latency_ms": latency_summary(lat),
         "deadline_misses": sum(1 for x in lat if x > pipeline.period_ps),
-        "stages_ms": {key: _ms(sum(s[key] for s in splits) / n) for key in splits[0]},
+        "stages_ms": {key: report_ms(sum(s[key] for s in splits) / n) for key in splits[0]},
         "model_time": where_time_goes(pipeline),
-        "per_frame": [{"frame": f.index, "arrival_ms": _ms(f.arrival_ps),
-                       "latency_ms": _ms(f.latency_ps),
-                       **{f"{key}_ms": _ms(ps) for key, ps in s.items()}}
+        "per_frame": [{"frame": f.index, "arrival_ms": report_ms(f.arrival_ps),
+                       "latency_ms": report_ms(f.latency_ps),
+                       **{f"{key}_ms": report_ms(ps) for key, ps in s.items()}}
                       for f, s in zip(pipeline.frames, splits, strict=True)],
     }
 
@@ -382,9 +382,9 @@ def _results(params: PerceptionParams, models: list[CompiledModel],
                     "max_time_per_fc_us": m.options["max_time_per_fc_us"]}
                    for m in models],
         "pipelines": [_pipeline_results(p) for p in pipelines],
-        "busy_ms": {k: [_ms(b) for b in v["busy_ps"]] for k, v in cores.items()},
+        "busy_ms": {k: [report_ms(b) for b in v["busy_ps"]] for k, v in cores.items()},
         "utilisation": {k: v["utilisation"] for k, v in cores.items()},
-        "sim_time_ms": _ms(sess.now_ps),
+        "sim_time_ms": report_ms(sess.now_ps),
     }
 
 

@@ -256,3 +256,10 @@ def _without_wall_clock(out):
     from emu.report.document import dumps
 
     return dumps(without_wall_clock(json.loads(out)))
+
+
+@pytest.mark.parametrize("argv", [["config", "show"], ["list"]], ids=["config", "list"])
+def test_the_tables_fit_a_100_column_terminal(capsys, argv):
+    code, out, _ = _run(capsys, *argv)
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 100
+    assert "cpu.freq_hz" in out or "perception" in out

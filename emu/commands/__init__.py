@@ -90,6 +90,13 @@ class Command:
     def words(self) -> tuple[str, ...]:
         return tuple(self.name.split())
 
+    @property
+    def reserved(self) -> tuple[str, ...]:
+        """The flags a sweep or `emu compare` may not pass it: they set the hardware and the
+        output form themselves, and a file written by every run would hold only the last
+        run's."""
+        return (*RESERVED_FLAGS, *self.outputs)
+
     def all_options(self, args: argparse.Namespace | None = None) -> tuple[Option, ...]:
         """Its options with the common ones its flags ask for (and, given what was parsed
         first, the ones that depend on it)."""
@@ -139,6 +146,8 @@ class Command:
         return {name: plain(getattr(args, name)) for name in names if hasattr(args, name)}
 
 
+RESERVED_FLAGS = ("--preset", "--config", "--set", "--json", "--quiet", "--trace", "-h",
+                  "--help")
 _NOT_ARGUMENTS = {"preset", "config", "overrides", "json", "trace", "quiet"}
 
 _REGISTRY: dict[str, Command] = {}

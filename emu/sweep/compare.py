@@ -43,17 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emu import commands
 from emu.commands import parse as parse_options
 from emu.commands.report import results_of
 from emu.errors import EmuError, InputError, UsageError, UserError
 from emu.options import Option
 
 EXIT_OK = 0
-# Options the command after `--` may not carry: compare sets the hardware and the output
-# form itself, a file written by both runs would hold only B's, and a command's help is no
-# report (`emu COMMAND --help` shows it).
-RESERVED = ("--preset", "--config", "--set", "--json", "--trace", "--dump", "-o", "--output",
-            "--profile", "--html", "--out", "-h", "--help")
 
 
 @dataclass(frozen=True)
@@ -160,8 +156,13 @@ def parse(words: Sequence[str]) -> tuple[argparse.Namespace, Side, Side, list[st
     command = words[cut + 1:]
     if not command or command[0].startswith("-"):
         raise InputError("emu compare: expected a command after `--`, e.g. `-- dsp softmax`")
+    # Options the command after `--` may not carry (`Command.reserved`): compare sets the
+    # hardware and the output form itself, a file written by both runs would hold only B's,
+    # and a command's help is no report (`emu COMMAND --help` shows it).
+    named = commands.find(command)
+    reserved = named.reserved if named is not None else commands.RESERVED_FLAGS
     for word in command:
-        if word.split("=")[0] in RESERVED:
+        if word.split("=")[0] in reserved:
             if word in ("-h", "--help"):
                 head = itertools.takewhile(lambda w: not w.startswith("-"), command)
                 raise InputError(f"emu compare: {word} after `--`: see the command's options "

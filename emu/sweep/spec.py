@@ -56,11 +56,6 @@ from emu.sweep.runner import point_key
 MODES = ("grid", "zip", "random")
 METHODS = ("uniform", "lhs")
 MAX_POINTS = 100_000
-# Options a spec may not put in its arguments: the sweep adds the hardware and output ones
-# itself, and a file written by every point would be overwritten by the next one.
-RESERVED = ("--preset", "--config", "--set", "--json", "--quiet", "--trace", "--dump",
-            "-o", "--output", "--profile", "-h", "--help")
-
 
 # Paths every simulating command's report has: its envelope (`emu.commands.report`).
 ENVELOPE_PATHS = ("command", "arguments.**", "preset", "provenance.emu_version",
@@ -169,8 +164,9 @@ def parse(data: Mapping[str, Any], where: str = "spec", base: Path | None = None
                                             and not isinstance(a, bool) for a in args)):
         raise InputError(f"{where}: [scenario] args: expected a list of strings")
     args = [str(a) for a in args]
+    reserved = known[command].reserved  # the sweep sets these, or they write files
     for arg in args:
-        if arg.split("=")[0] in RESERVED:
+        if arg.split("=")[0] in reserved:
             raise InputError(f"{where}: [scenario] args: {arg} is not allowed (the hardware "
                              "goes in [hardware]; outputs per point are not written)")
     metrics = scenario.get("metrics", {})
@@ -213,7 +209,8 @@ def parse(data: Mapping[str, Any], where: str = "spec", base: Path | None = None
                 raise InputError(f"{where}: [axes] {name}: only for mode = \"random\"")
         if "method" in data.get("axes", {}):
             raise InputError(f"{where}: [axes] method: only for mode = \"random\"")
-    axes = tuple(_axis(name, value, mode, where) for name, value in _flat_axes(axes_table))
+    axes = tuple(_axis(name, value, mode, where, reserved)
+                 for name, value in _flat_axes(axes_table))
 
     spec = Spec(where, command, tuple(args), {str(k): str(v) for k, v in metrics.items()},
                 preset, config_file, config_text, tuple(base_set), mode, samples, seed,
@@ -322,10 +319,10 @@ def _config_units() -> dict[str, tuple[str, type]]:
     return {info.key: (info.unit, info.type) for info in schema_fields()}
 
 
-def _axis(name: str, value: Any, mode: str, where: str) -> Axis:
+def _axis(name: str, value: Any, mode: str, where: str, reserved: Sequence[str]) -> Axis:
     at = f"{where}: [axes] {name!r}"
     if name.startswith("-"):
-        if name in RESERVED:
+        if name in reserved:
             raise InputError(f"{at}: not an axis (the hardware varies through configuration "
                              "keys; outputs per point are not written)")
         kind = "option"

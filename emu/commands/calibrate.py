@@ -67,7 +67,7 @@ def text(report: Report) -> str:
 
 
 CALIBRATE = register(Command(
-    "calibrate", "predicted vs measured J5 timings (shared/calibration/j5.md) and the error",
+    "calibrate", "predicted vs measured J5 timings and the error",
     "Run the calibration targets (CenterPoint preprocessing, 16 synthetic 300,000-point "
     "frames, seed 0) on the chosen hardware and print each target's measured value, the "
     "prediction and the error, with the statistics of the frames used. The fit itself: "

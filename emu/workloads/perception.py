@@ -6,8 +6,9 @@ APIs: one host thread per camera and one for the LiDAR, sharing the two BPU core
   cameras  every frame period (`fps`; the cameras spread evenly across it, or all arrive
            at once with `sync`) the camera's NV12 image is in memory (the ISP and the
            pyramid wrote it by DMA) and the thread runs the detector on it: hbDNNInfer of
-           YOLOv8n (`input_size` square, compiled with an NV12 input, so the colour
-           conversion is the BPU's Preprocess node), hbDNNWaitTaskDone, hbDNNReleaseTask.
+           `camera_model` (YOLOv8n by default; `input_size` square, compiled with an
+           NV12 input, so the colour conversion is the BPU's Preprocess node),
+           hbDNNWaitTaskDone, hbDNNReleaseTask.
   LiDAR    every sweep period (`lidar_hz`) a synthetic nuScenes-like sweep of `points`
            points arrives; the thread runs CenterPoint's pillar preprocessing by the DSP
            scheme of `emu pointcloud --impl dsp2` (the same `Preprocessor`: DSP stage 1 and
@@ -68,6 +69,8 @@ from emu.workloads.pointcloud.impls import Preprocessor
 from emu.workloads.pointcloud.params import CENTERPOINT
 
 DETECTOR = "yolov8n"
+# The zoo's detectors a camera may run (`camera_model`): their total stride is 32.
+DETECTORS = ("yolov8n", "yolov8s", "yolov5s")
 BACKBONE = "centerpoint_pillars"
 LIDAR_SCHEME = "dsp2"
 # Sweeps are generated up front (6 MB each at 300,000 points); a longer run cycles them.
@@ -92,8 +95,12 @@ class PerceptionParams:
     lidar_max_time_per_fc: float = 0.0
     sync: bool = False
     seed: int = 0
+    camera_model: str = DETECTOR
 
     def __post_init__(self) -> None:
+        if self.camera_model not in DETECTORS:
+            raise ValueError(f"camera_model {self.camera_model!r}: expected one of "
+                             f"{', '.join(DETECTORS)}")
         if self.cameras < 0:
             raise ValueError(f"cameras {self.cameras}: must not be negative")
         for name in ("fps", "lidar_hz", "seconds"):
@@ -102,8 +109,8 @@ class PerceptionParams:
                 raise ValueError(f"{name} {value}: must be positive and finite")
         if not (_YOLO_STRIDE <= self.input_size <= zoo.MAX_SIDE
                 and self.input_size % _YOLO_STRIDE == 0):
-            raise ValueError(f"input_size {self.input_size}: {DETECTOR} needs a multiple of "
-                             f"{_YOLO_STRIDE} from {_YOLO_STRIDE} to {zoo.MAX_SIDE}")
+            raise ValueError(f"input_size {self.input_size}: {self.camera_model} needs a "
+                             f"multiple of {_YOLO_STRIDE} from {_YOLO_STRIDE} to {zoo.MAX_SIDE}")
         if not 1 <= self.points <= CENTERPOINT.max_input_points:
             raise ValueError(f"points {self.points}: expected 1 to "
                              f"{CENTERPOINT.max_input_points} (CenterPoint's input limit)")
@@ -262,7 +269,7 @@ def run(params: PerceptionParams, preset: str = "j5", config_file: str | None = 
         hardware = sess.config
         if progress is not None:
             progress(0, total, "compiling the models")
-        models = [compiled(DETECTOR, (side, side), "nv12", params.camera_max_time_per_fc,
+        models = [compiled(params.camera_model, (side, side), "nv12", params.camera_max_time_per_fc,
                            hardware),
                   compiled(BACKBONE, (CENTERPOINT.x_len, CENTERPOINT.y_len), "featuremap",
                            params.lidar_max_time_per_fc, hardware)]

@@ -73,10 +73,11 @@ CAMERAS = register(Scenario(
 
 PERCEPTION = register(Scenario(
     "perception",
-    "N cameras running YOLOv8n on the BPU and a LiDAR running CenterPoint's pillar "
-    "preprocessing on the DSP and its backbone on the BPU, each on its own host thread "
-    "through hbDNN/hbDSP/hbSys; p50/p99/max latency and deadline misses per pipeline, the "
-    "LiDAR's preprocessing/backbone split, per-core BPU, DSP and A55 utilisation",
+    "N cameras running a detector (YOLOv8n unless --camera-model says) on the BPU and a "
+    "LiDAR running CenterPoint's pillar preprocessing on the DSP and its backbone on the "
+    "BPU, each on its own host thread through hbDNN/hbDSP/hbSys; p50/p99/max latency and "
+    "deadline misses per pipeline, the LiDAR's preprocessing/backbone split, per-core BPU, "
+    "DSP and A55 utilisation",
     "emu.workloads.perception",
     # Multi-word names are written with underscores: `emu scenario` reads each option back
     # under its own name, which argparse keeps only without hyphens. A LiDAR sweep of
@@ -99,7 +100,10 @@ PERCEPTION = register(Scenario(
             "when compiling the LiDAR backbone (0: no limit)", (0, 10_000_000)),
      Option("seed", int, 0, "seed of the synthetic LiDAR sweeps", (0, 2**32 - 1)),
      Option("sync", bool, False, "all cameras' frames arrive at the same instants (default: "
-                                 "spread evenly across the frame period)")),
+                                 "spread evenly across the frame period)"),
+     Option("camera_model", str, "yolov8n", "the cameras' detector, a zoo network (default "
+                                            "yolov8n)", choices=("yolov8n", "yolov8s",
+                                                                 "yolov5s"))),
     ("results.params.*", "results.models.*.name", "results.models.*.function_calls",
      "results.pipelines.*.pipeline", "results.pipelines.*.kind", "results.pipelines.*.priority",
      "results.pipelines.*.period_ms", "results.pipelines.*.frames",

@@ -51,10 +51,21 @@ EmitJson = Callable[[Any], None]
 def run(words: list[str], emit_json: EmitJson) -> int:
     """`emu sweep ...` or `emu compare ...` (`words` from the command's name on)."""
     if words[0] == "compare":
-        from emu.sweep import compare
-
-        return compare.run_compare(words[1:], emit_json)
+        return _compare(words[1:], emit_json)
     return run_sweep_cli(words[1:], emit_json)
+
+
+def _compare(words: list[str], emit_json: EmitJson) -> int:
+    """`emu compare WORDS...`: prints the comparison; a user error raises UserError."""
+    from emu.sweep import compare
+
+    args, a, b, command = compare.parse(words)  # --help: SystemExit(0)
+    doc = compare.compare(a, b, command)
+    if args.json:
+        emit_json(doc)
+    else:
+        print(compare.text(doc, a, b, args.only_different))
+    return 0
 
 
 def _whole(low: int, high: int) -> Callable[[str], int]:

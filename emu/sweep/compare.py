@@ -29,7 +29,8 @@ wall-clock part, which differs from run to run), named by its dotted path
 then the equal ones unless `--only-different`. Above the table: how the two hardware
 descriptions differ, key by key. `--json` prints one document with both reports, the
 hardware differences and the leaves. A and B that resolve to the same hardware are refused:
-the reports would only differ in wall-clock figures.
+the reports would only differ in wall-clock figures. This module parses, runs and makes the
+document and its text; `emu.cli.sweep` prints them.
 """
 
 from __future__ import annotations
@@ -37,8 +38,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,6 @@ from emu.commands import parse as parse_options
 from emu.commands.report import results_of
 from emu.errors import EmuError, InputError, UsageError, UserError
 from emu.options import Option
-
-EXIT_OK = 0
 
 
 @dataclass(frozen=True)
@@ -303,26 +301,6 @@ def text(doc: dict[str, Any], a: Side, b: Side, only_different: bool = False) ->
              + (" (only those shown)" if only_different else "; * marks them, first"))
     lines += ["", render(["", "figure", "A", "B", "B-A", "B/A"], cells, title=title)]
     return "\n".join(lines)
-
-
-def run_compare(words: Sequence[str], emit_json: Callable[[Any], None] | None = None) -> int:
-    """`emu compare WORDS...` (the words after `compare`): prints the comparison and returns
-    0; a user error raises UserError (the CLI turns it into one line and exit 2)."""
-    try:
-        args, a, b, command = parse(words)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    doc = compare(a, b, command)
-    if args.json:
-        if emit_json is None:
-            from emu.report.document import dumps
-
-            sys.stdout.write(dumps(doc))
-        else:
-            emit_json(doc)
-    else:
-        print(text(doc, a, b, args.only_different))
-    return EXIT_OK
 
 
 def _number(item: int | float | None, signed: bool = False) -> str:

@@ -23,6 +23,11 @@ class InputError(UserError):
     """An input file or argument cannot be used."""
 
 
+class UsageError(InputError):
+    """A command line that does not parse; the message starts with the command's name
+    (`emu pointcloud: the following arguments are required: --model`)."""
+
+
 class SimulationError(EmuError):
     """The simulation was driven in a way its components do not allow."""
 

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "emu"
 
-BASE = {"emu", "emu.errors", "emu.jit"}
+BASE = {"emu", "emu.errors", "emu.jit", "emu.options", "emu.files"}
 # package (or top-level module) -> the packages it may import, besides itself and BASE
 ALLOWED = {
     "soc": set(),
@@ -29,9 +29,10 @@ ALLOWED = {
     "workloads": {"soc", "cpu", "bpu", "vdsp", "runtime", "report", "nn", "dv", "dnn"},
     "report": {"soc", "chip", "runtime"},
     "nn": {"soc", "bpu", "cpu"},
-    "cli": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report", "nn",
-            "dv", "sweep"},
-    "sweep": {"soc", "report", "cli"},
+    "commands": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report",
+                 "nn", "dv"},
+    "cli": {"soc", "report", "commands", "sweep", "workloads", "mem", "nn", "vdsp"},
+    "sweep": {"soc", "report", "commands"},
     "dnn": {"runtime"},
 }
 
@@ -66,8 +67,25 @@ def test_imports_point_down(module):
 
 def test_every_package_has_a_place_on_the_map():
     packages = {_layer(p) for p in ROOT.rglob("*.py")} - {"__init__", "__main__", "errors",
-                                                         "jit"}
+                                                         "jit", "options", "files"}
     assert packages <= set(ALLOWED)
+
+
+def test_no_two_packages_may_import_each_other():
+    both = sorted((a, b) for a, allowed in ALLOWED.items() for b in allowed
+                  if a < b and a in ALLOWED.get(b, set()))
+    assert not both, f"two-way package pairs on the map: {both}"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_private_name_of_another_package_is_imported(module):
+    layer = _layer(module)
+    tree = ast.parse(module.read_text("utf-8"))
+    private = [f"{node.module}.{alias.name}" for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+               and node.module.startswith("emu.") and node.module.split(".")[1] != layer
+               for alias in node.names if alias.name.startswith("_")]
+    assert not private, f"emu/{module.relative_to(ROOT)} imports private names {private}"
 
 
 @pytest.mark.parametrize("module", sorted((ROOT / "workloads").rglob("*.py")),

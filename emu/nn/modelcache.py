@@ -26,10 +26,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from emu import jit
+from emu.files import replace_file
 
 ENV = "EMU_MODEL_CACHE"
 OFF = "off"
@@ -97,14 +97,7 @@ def store(entry_key: str, data: bytes) -> None:
         return
     try:
         where.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=where, prefix=".part-", suffix=SUFFIX)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.replace(temporary, where / (entry_key + SUFFIX))
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        replace_file(where / (entry_key + SUFFIX), data)
         trim(where, MAX_BYTES)
     except OSError:
         return

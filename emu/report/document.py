@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emu import __version__
 from emu.chip import Soc
 from emu.errors import InputError
+from emu.files import replace_file
 from emu.report.outputs import refuse_special
 from emu.soc.config import ResolvedConfig, format_value, get_path, load_config
 
@@ -80,12 +79,4 @@ def write_atomic(path: str | Path, content: str | bytes) -> None:
     if not folder.is_dir():
         raise InputError(f"{target}: folder {folder} does not exist")
     refuse_special(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content.encode("utf-8") if isinstance(content, str) else content)
-        os.chmod(tmp, 0o644)  # mkstemp makes the file private; a report is an ordinary file
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(target, content)

@@ -65,3 +65,9 @@ def bytes_to_ps(nbytes: int, bytes_per_s: float) -> int:
 def ps_to_ms(ps: int) -> float:
     return ps / PS_PER_MS
 
+
+def report_ms(ps: int | float) -> float:
+    """Picoseconds as reports give them: milliseconds rounded to the nanosecond (6
+    decimals)."""
+    return round(ps / PS_PER_MS, 6)
+

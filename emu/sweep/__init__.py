@@ -6,11 +6,11 @@ arguments, each point's metrics collected, every finished point kept in a store.
     import pandas; frame = pandas.DataFrame([{**r["axes"], **r["metrics"]} for r in rows])
 
 The spec (`emu.sweep.spec`) is checked and expanded whole before any point runs. Each point
-runs its command in-process through the command line's own `main` with `--json`
-(`emu.sweep.runner.run_point`; this is why the package sits above `cli` in the layering),
-on an executor: local worker processes by default (`emu.sweep.local`), the calling process
-with `workers=0`, or any object with `map_unordered(fn, items)` (`emu.sweep.runner.Executor`;
-the Dask one is `emu.sweep.dask_executor`). Each result is stored the moment it arrives
+runs its command in-process through the command layer (`emu.commands`: the same parse,
+resolve and run as `emu` itself; `emu.sweep.runner.run_point`), on an executor: local
+worker processes by default (`emu.sweep.local`), the calling process with `workers=0`, or
+any object with `map_unordered(fn, items)` (`emu.sweep.runner.Executor`; the Dask one is
+`emu.sweep.dask_executor`). Each result is stored the moment it arrives
 (`emu.sweep.store`), keyed by the point's content; a point already in the store, from this
 sweep or any other, is read back instead of run again. A point that fails records its
 one-line error and the sweep goes on.

@@ -19,15 +19,18 @@ COMMAND and its ARGS are any simulating command's, given after `--` as they woul
 after `emu`, without the hardware options and `--json` (compare adds them) and without
 output files (`--trace`, `--dump`, `-o`: both runs would write the same file). The two runs
 happen in this process one after the other, each in a fresh simulation session, through
-the sweep's `emu.sweep.runner.run_point`, so what a side reports is exactly what
-`emu COMMAND ARGS --json` with that hardware prints.
+the sweep's `emu.sweep.runner.run_point` (the command layer, `emu.commands`), so what a side
+reports is exactly what `emu COMMAND ARGS --json` with that hardware prints.
 
-The result is every numeric leaf of the two JSON reports, named by its dotted path
+The result is every numeric leaf of the two JSON reports' results (not their envelope:
+the configuration and provenance, whose differences are the hardware's, and the
+wall-clock part, which differs from run to run), named by its dotted path
 (`cores.0.compute_ms`), with A, B, B-A and B/A; leaves that differ come first (marked `*`),
 then the equal ones unless `--only-different`. Above the table: how the two hardware
 descriptions differ, key by key. `--json` prints one document with both reports, the
 hardware differences and the leaves. A and B that resolve to the same hardware are refused:
-the reports would only differ in wall-clock figures.
+the reports would only differ in wall-clock figures. This module parses, runs and makes the
+document and its text; `emu.cli.sweep` prints them.
 """
 
 from __future__ import annotations
@@ -35,20 +38,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emu.errors import EmuError, InputError, UserError
-
-EXIT_OK = 0
-# Options the command after `--` may not carry: compare sets the hardware and the output
-# form itself, a file written by both runs would hold only B's, and a command's help is no
-# report (`emu COMMAND --help` shows it).
-RESERVED = ("--preset", "--config", "--set", "--json", "--trace", "--dump", "-o", "--output",
-            "--profile", "--html", "--out", "-h", "--help")
+from emu import commands
+from emu.commands import parse as parse_options
+from emu.commands.report import results_of
+from emu.errors import EmuError, InputError, UsageError, UserError
+from emu.options import Option
 
 
 @dataclass(frozen=True)
@@ -70,47 +69,42 @@ class Side:
         return "; ".join(parts)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose usage errors raise InputError (one line, exit 2) instead of exiting."""
-
-    def error(self, message: str) -> Any:
-        raise InputError(f"{self.prog}: {message}")
+OPTIONS = (
+    *parse_options.HARDWARE,
+    *(Option(f"{side}_{what}", str, None, text.format(upper=side.upper()), metavar=metavar,
+             repeat=what == "overrides",
+             flags=(f"--{side}-{'set' if what == 'overrides' else what}",))
+      for side in ("a", "b")
+      for what, metavar, text in (
+          ("preset", "NAME", "{upper}'s preset instead of --preset"),
+          ("config", "FILE.toml", "{upper}'s config file instead of --config"),
+          ("overrides", "KEY=VALUE", "override one parameter for {upper}, after the shared "
+                                     "--set (repeatable)"))),
+    Option("only_different", bool, False, "show only the figures that differ between A and "
+                                          "B"),
+    Option("json", bool, False, "one JSON document on stdout: both reports, the hardware "
+                                "differences and every numeric figure"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The options of `emu compare` (everything before `--`)."""
-    parser = _Parser(
+    parser = parse_options.Parser(
         prog="emu compare", usage="emu compare [options] -- COMMAND [ARGS ...]",
         description="Run one simulating command on two hardware descriptions, A and B, and "
                     "show every numeric figure of the two JSON reports side by side: A, B, "
-                    "B-A and B/A, the ones that differ first. The command and its arguments "
-                    "come after `--`, as typed after `emu`, without hardware options, "
-                    "--json or output files.",
-        epilog="example: emu compare --a-set vdsp.freq_hz=400MHz --b-set vdsp.freq_hz=1GHz "
-               "-- dsp softmax --shape 16,100")
-    both = parser.add_argument_group("hardware of both sides")
-    both.add_argument("--preset", default="j5", help="hardware preset (default: j5)")
-    both.add_argument("--config", metavar="FILE.toml",
-                      help="partial config layered over the preset")
-    both.add_argument("--set", dest="overrides", action="append", default=[],
-                      metavar="KEY=VALUE", help="override one parameter (repeatable)")
-    for side in ("a", "b"):
-        upper = side.upper()
-        group = parser.add_argument_group(f"hardware of side {upper}")
-        group.add_argument(f"--{side}-preset", metavar="NAME",
-                           help=f"{upper}'s preset instead of --preset")
-        group.add_argument(f"--{side}-config", metavar="FILE.toml",
-                           help=f"{upper}'s config file instead of --config")
-        group.add_argument(f"--{side}-set", dest=f"{side}_overrides", action="append",
-                           default=[], metavar="KEY=VALUE",
-                           help=f"override one parameter for {upper}, after the shared --set "
-                                "(repeatable)")
-    out = parser.add_argument_group("output")
-    out.add_argument("--only-different", action="store_true",
-                     help="show only the figures that differ between A and B")
-    out.add_argument("--json", action="store_true",
-                     help="one JSON document on stdout: both reports, the hardware "
-                          "differences and every numeric figure")
+                    "B-A and B/A, the ones that differ first (wall-clock figures are left "
+                    "out). The command and its arguments come after `--`, as typed after "
+                    "`emu`, without hardware options, --json or output files. Short form: "
+                    "exactly two of --config/--set and no --a-*/--b-* option make side A "
+                    "(the first) and side B (the second): emu compare --config A.toml "
+                    "--config B.toml -- COMMAND ..., or --set K=V1 --set K=V2. Otherwise "
+                    "--preset/--config/--set are shared by both sides and --a-*/--b-* make "
+                    "each side what it is.",
+        epilog="examples: emu compare --a-set vdsp.freq_hz=400MHz --b-set vdsp.freq_hz=1GHz "
+               "-- dsp softmax --shape 16,100;  emu compare --set vdsp.freq_hz=400MHz --set "
+               "vdsp.freq_hz=1GHz -- dsp softmax")
+    parse_options.add_options(parser, OPTIONS)
     return parser
 
 
@@ -153,12 +147,20 @@ def parse(words: Sequence[str]) -> tuple[argparse.Namespace, Side, Side, list[st
         raise InputError("emu compare: give the command to run after `--`, e.g. emu compare "
                          "--a-set vdsp.freq_hz=400MHz --b-set vdsp.freq_hz=1GHz -- dsp softmax")
     cut = words.index("--")
-    args = parser.parse_args(_ordered_sides(words[:cut]))
+    try:
+        args = parser.parse_args(_ordered_sides(words[:cut]))
+    except UsageError as exc:  # said as "emu: error: emu compare: ..." as ever
+        raise InputError(str(exc)) from None
     command = words[cut + 1:]
     if not command or command[0].startswith("-"):
         raise InputError("emu compare: expected a command after `--`, e.g. `-- dsp softmax`")
+    # Options the command after `--` may not carry (`Command.reserved`): compare sets the
+    # hardware and the output form itself, a file written by both runs would hold only B's,
+    # and a command's help is no report (`emu COMMAND --help` shows it).
+    named = commands.find(command)
+    reserved = named.reserved if named is not None else commands.RESERVED_FLAGS
     for word in command:
-        if word.split("=")[0] in RESERVED:
+        if word.split("=")[0] in reserved:
             if word in ("-h", "--help"):
                 head = itertools.takewhile(lambda w: not w.startswith("-"), command)
                 raise InputError(f"emu compare: {word} after `--`: see the command's options "
@@ -267,7 +269,7 @@ def compare(a: Side, b: Side, command: Sequence[str]) -> dict[str, Any]:
     hardware = hardware_differences(a, b)
     report_a = run_side(a, command)
     report_b = run_side(b, command)
-    rows = leaves(report_a, report_b)
+    rows = leaves(results_of(report_a), results_of(report_b))
     return {"command": list(command),
             "a": {"preset": a.preset, "config_file": a.config_file,
                   "overrides": list(a.overrides), "report": report_a},
@@ -299,26 +301,6 @@ def text(doc: dict[str, Any], a: Side, b: Side, only_different: bool = False) ->
              + (" (only those shown)" if only_different else "; * marks them, first"))
     lines += ["", render(["", "figure", "A", "B", "B-A", "B/A"], cells, title=title)]
     return "\n".join(lines)
-
-
-def run_compare(words: Sequence[str], emit_json: Callable[[Any], None] | None = None) -> int:
-    """`emu compare WORDS...` (the words after `compare`): prints the comparison and returns
-    0; a user error raises UserError (the CLI turns it into one line and exit 2)."""
-    try:
-        args, a, b, command = parse(words)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    doc = compare(a, b, command)
-    if args.json:
-        if emit_json is None:
-            from emu.report.document import dumps
-
-            sys.stdout.write(dumps(doc))
-        else:
-            emit_json(doc)
-    else:
-        print(text(doc, a, b, args.only_different))
-    return EXIT_OK
 
 
 def _number(item: int | float | None, signed: bool = False) -> str:

@@ -2,7 +2,7 @@
 
 A `concurrent.futures.ProcessPoolExecutor` over the `spawn` context: each worker is a new
 interpreter (nothing of the caller's state, threads or simulation is inherited) that
-imports emu's command line once when it starts, then runs point after point; the compiled
+imports emu's commands once when it starts, then runs point after point; the compiled
 kernels load from numba's cache on a worker's first point. The pool lives until `close()`,
 so several sweeps through one executor pay the start-up once. A worker whose parent has died
 (the sweep was killed, SIGKILL included) exits by itself within a second instead of waiting
@@ -23,8 +23,10 @@ PARENT_POLL_S = 0.5
 
 
 def _start_worker(parent: int) -> None:
-    """A worker's initializer: import the command line, watch the parent."""
-    import emu.cli.main  # noqa: F401  (loaded once per worker, not once per point)
+    """A worker's initializer: import the commands, watch the parent."""
+    import emu.commands
+
+    emu.commands.commands()  # loaded once per worker, not once per point
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -3,9 +3,9 @@
 `run_point(job)` is the whole of a point's work and is pure: its input is plain picklable
 data (the command line, the preset, the text of the config file, the `--set` overrides) and
 its result a plain dictionary, so any executor can ship it to another process or machine.
-It runs the command in-process through `emu.cli.main.main` with `--json`, capturing
-stdout and stderr; the command starts a new simulation session as it always does, so
-points never share simulated state.
+It runs the command in-process through the command layer (`emu.commands`: parse, resolve,
+run) and keeps its report's JSON document without the wall-clock part; the command starts a
+new simulation session as it always does, so points never share simulated state.
 
 An executor is any object with
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import tempfile
 import time
@@ -30,8 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from emu import __version__
-
-EXIT_INTERRUPTED = 130  # emu.cli.main's exit status after Ctrl-C
+from emu.errors import EmuError, UsageError, UserError
 
 
 class Executor(Protocol):
@@ -67,41 +65,49 @@ def point_key(config: dict[str, Any], command: str, args: Sequence[str],
 
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """Run one point: {"status": "ok", "report", "seconds"} or {"status": "error",
-    "error": one line, "seconds"}; `seconds` is the command's own wall time."""
-    from emu.cli.main import main
+    "error": one line, "seconds"}; `seconds` is the command's own wall time. The error
+    line is the one `emu` would print: "emu CMD: ..." for a usage error, "emu: error: ..."
+    for another user error, "emu: failed: ..." for a failure of the emulator."""
+    from emu import commands
+    from emu.commands.report import without_wall_clock
 
-    argv = [*job["argv"], "--json", "--preset", job["preset"]]
+    command = commands.find(job["argv"])
+    if command is None:
+        return {"status": "error", "error": f"emu: error: no command {job['argv'][:2]}",
+                "seconds": 0.0}
+    words = [*job["argv"][len(command.words):], "--preset", job["preset"]]
     for item in job["overrides"]:
-        argv += ["--set", item]
-    out, err = io.StringIO(), io.StringIO()
+        words += ["--set", item]
+    start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if job.get("config_text") is not None:
             handle = stack.enter_context(tempfile.NamedTemporaryFile(
                 "w", suffix=".toml", prefix="emu-sweep-", encoding="utf-8"))
             handle.write(job["config_text"])
             handle.flush()
-            argv += ["--config", handle.name]
-        start = time.perf_counter()
+            words += ["--config", handle.name]
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = main(argv)
+            args = command.parse(words)
+            report = command.run(command.resolve(args), args)
+        except KeyboardInterrupt:
+            return {"status": "error", "error": "interrupted",
+                    "seconds": time.perf_counter() - start, "transient": True}
         except Exception as exc:  # a failure of the command is the point's, not the sweep's
-            return {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"),
+            return {"status": "error", "error": _one_line(error_line(exc)),
                     "seconds": time.perf_counter() - start}
-        seconds = time.perf_counter() - start
-    if code == EXIT_INTERRUPTED:
-        return {"status": "error", "error": "interrupted", "seconds": seconds,
-                "transient": True}
-    if code != 0:
-        lines = [line for line in err.getvalue().splitlines() if line.strip()]
-        return {"status": "error", "error": lines[-1] if lines else f"exit status {code}",
-                "seconds": seconds}
-    try:
-        report = json.loads(out.getvalue())
-    except ValueError as exc:
-        return {"status": "error", "error": f"the report is not JSON ({exc})",
-                "seconds": seconds}
-    return {"status": "ok", "report": report, "seconds": seconds}
+    return {"status": "ok", "report": without_wall_clock(report.document()),
+            "seconds": time.perf_counter() - start}
+
+
+def error_line(exc: Exception) -> str:
+    """An exception as the line `emu` prints for it."""
+    if isinstance(exc, UsageError):
+        return str(exc)
+    if isinstance(exc, UserError):
+        return f"emu: error: {exc}"
+    if isinstance(exc, EmuError):
+        return f"emu: failed: {exc}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _one_line(text: str) -> str:

@@ -31,14 +31,13 @@ thirtieth point after an hour has wasted the hour: unknown sections and keys, th
 each point's resolved configuration (built with `emu.soc.config.load_config`, so a bad
 value is found with the key named), each point's command line (parsed by the command's own
 parser without running it) and every metric path (against the paths each command declares
-its report to have, `COMMANDS`; tests/sweep/test_spec.py runs each command once to keep
-that list true). A mistake raises `InputError` with one line naming the spec, the section
-and the key or point.
+its report to have, `emu.commands`' `Command.reports`, and the envelope's;
+tests/sweep/test_spec.py runs each command once to keep them true). A mistake raises
+`InputError` with one line naming the spec, the section and the key or point.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import itertools
@@ -57,80 +56,23 @@ from emu.sweep.runner import point_key
 MODES = ("grid", "zip", "random")
 METHODS = ("uniform", "lhs")
 MAX_POINTS = 100_000
-# Options a spec may not put in its arguments: the sweep adds the hardware and output ones
-# itself, and a file written by every point would be overwritten by the next one.
-RESERVED = ("--preset", "--config", "--set", "--json", "--quiet", "--trace", "--dump",
-            "-o", "--output", "--profile", "-h", "--help")
+
+# Paths every simulating command's report has: its envelope (`emu.commands.report`).
+ENVELOPE_PATHS = ("command", "arguments.**", "preset", "provenance.emu_version",
+                  "provenance.preset", "provenance.config_file", "provenance.overrides.*",
+                  "provenance.changed_from_preset.*", "provenance.seed", "config.**")
 
 
-@dataclass(frozen=True)
-class Command:
-    """A sweepable command: its words on the command line and the paths its report has.
+def sweepable() -> dict[str, Any]:
+    """The commands a sweep may run, by name (`emu.commands`)."""
+    from emu import commands
 
-    A path is dotted; `*` stands for any one name or list index (an implementation, a
-    frame, a core), and a final `**` for any path below (open-ended trees such as `stats`).
-    """
-
-    name: str
-    words: tuple[str, ...]
-    paths: tuple[str, ...]
+    return {c.name: c for c in commands.commands() if c.sweepable}
 
 
-_PROVENANCE = ("provenance.emu_version", "provenance.preset", "provenance.overrides.*",
-               "provenance.changed_from_preset.*", "provenance.seed")
-_SESSION = ("command", "preset", "stats.**", "config.**", *_PROVENANCE)
-
-COMMANDS: dict[str, Command] = {c.name: c for c in [
-    Command("pointcloud", ("pointcloud",), (
-        "model", "preset", "frames.*.frame", "frames.*.points_read", "frames.*.points_dropped",
-        "frames.*.points_valid", "frames.*.points_kept", "frames.*.pillars",
-        "frames.*.columns", "frames.*.cells", "frames.*.points_dropped_max_pillars",
-        "frames.*.points_dropped_max_points_per_pillar",
-        "frames.*.impls.*.total_ms", "frames.*.impls.*.stages.*", "summary.*.avg_ms",
-        "summary.*.max_ms", "summary.*.min_ms", "wall_s", *_PROVENANCE)),
-    Command("dsp", ("dsp",), (
-        "preset", "op", "shape.*", "rpcs.*.core", "rpcs.*.status", "rpcs.*.latency_ms",
-        "rpc_overhead_ms", "cores.*.core", "cores.*.compute_ms", "cores.*.kernel_cycles",
-        "cores.*.bundles", "cores.*.gather_cycles", "cores.*.fdiv_stall_cycles",
-        "cores.*.kernel_calls", "cores.*.idma_in_ms", "cores.*.idma_in_bytes",
-        "cores.*.idma_out_ms", "cores.*.idma_out_bytes", "cores.*.tcm_high_water_bytes.*",
-        "calls_ms", "total_ms", *_PROVENANCE)),
-    Command("dsp cv", ("dsp", "cv"), (
-        "preset", "values.*", "op", "cmd", "inputs.*", "output", "core", "rpc_ms",
-        "compute_ms", "idma_in_ms", "idma_out_ms", "total_ms", "kernel_cycles",
-        "cycles_per_pixel", "bundles", "gather_cycles", "kernel_calls", "idma_in_bytes",
-        "idma_out_bytes", "idma_descriptors", "tcm_high_water_bytes.*", *_PROVENANCE)),
-    Command("perf", ("perf",), (
-        "model", "threads", "core_id", "frames", "priority", "latency_ms.avg",
-        "latency_ms.min", "latency_ms.max", "latency_ms.p50", "latency_ms.p99", "fps",
-        "profile.segments.*.segment", "profile.segments.*.name", "profile.segments.*.kind",
-        "profile.segments.*.device", "profile.segments.*.busy_ms",
-        "profile.segments.*.pending_ms", "profile.bpu_ms", "profile.cpu_ms", "profile.dsp_ms",
-        "profile.task_pending_ms", "profile.task_running_ms")),
-    Command("scenario cameras", ("scenario", "cameras"), (
-        "results.params.*", "results.period_ms", "results.cameras.*.camera",
-        "results.cameras.*.priority", "results.cameras.*.frames",
-        "results.cameras.*.latency_ms.*", "results.cameras.*.deadline_misses",
-        "results.cameras.*.stages_ms.*", "results.cameras.*.per_frame.*.*",
-        "results.bpu_busy_ms.*", "results.bpu_utilisation.*", "results.sim_time_ms",
-        *_SESSION)),
-    Command("scenario perception", ("scenario", "perception"), (
-        "results.params.*", "results.models.*.name", "results.models.*.function_calls",
-        "results.pipelines.*.pipeline", "results.pipelines.*.kind",
-        "results.pipelines.*.priority", "results.pipelines.*.period_ms",
-        "results.pipelines.*.frames", "results.pipelines.*.latency_ms.*",
-        "results.pipelines.*.deadline_misses", "results.pipelines.*.stages_ms.*",
-        "results.pipelines.*.model_time.by_kind_ms.*", "results.pipelines.*.model_time.dominant",
-        "results.pipelines.*.per_frame.*.*", "results.busy_ms.*.*",
-        "results.utilisation.*.*", "results.sim_time_ms", *_SESSION)),
-    Command("dv run", ("dv", "run"), (
-        "model", "commands.*.index", "commands.*.name", "commands.*.kind",
-        "commands.*.device_us", "command_counts.*", "device_us", "exec_time_us",
-        "wall_time_us", "memory.buffers", "memory.weight_bytes", "memory.activation_bytes",
-        "output.fp16_sha256", "output.check.cosine", "output.check.max_abs_diff",
-        "output.check.max_abs_reference", "output.top5.*.class", "output.top5.*.score",
-        "seed", *_PROVENANCE)),
-]}
+def report_paths(command: Any) -> tuple[str, ...]:
+    """The dotted paths `command`'s report has: what it declares, and the envelope's."""
+    return (*command.reports, *ENVELOPE_PATHS)
 
 
 @dataclass(frozen=True)
@@ -213,23 +155,25 @@ def parse(data: Mapping[str, Any], where: str = "spec", base: Path | None = None
     scenario = _table(data, "scenario", where, required=True)
     _known(scenario, {"command", "args", "metrics"}, where, "[scenario] ")
     command = scenario.get("command")
-    if command not in COMMANDS:
+    known = sweepable()
+    if command not in known:
         raise InputError(f"{where}: [scenario] command {command!r}: not a sweepable command "
-                         f"(one of: {', '.join(COMMANDS)})")
+                         f"(one of: {', '.join(known)})")
     args = scenario.get("args", [])
     if not (isinstance(args, list) and all(isinstance(a, str | int | float)
                                             and not isinstance(a, bool) for a in args)):
         raise InputError(f"{where}: [scenario] args: expected a list of strings")
     args = [str(a) for a in args]
+    reserved = known[command].reserved  # the sweep sets these, or they write files
     for arg in args:
-        if arg.split("=")[0] in RESERVED:
+        if arg.split("=")[0] in reserved:
             raise InputError(f"{where}: [scenario] args: {arg} is not allowed (the hardware "
                              "goes in [hardware]; outputs per point are not written)")
     metrics = scenario.get("metrics", {})
     if not isinstance(metrics, dict) or not metrics:
         raise InputError(f"{where}: [scenario] metrics: expected a table of name = \"path\"")
     for name, path in metrics.items():
-        _check_metric(COMMANDS[command], name, path, where)
+        _check_metric(known[command], name, path, where)
 
     hardware = _table(data, "hardware", where, required=False)
     _known(hardware, {"preset", "config", "set"}, where, "[hardware] ")
@@ -265,7 +209,8 @@ def parse(data: Mapping[str, Any], where: str = "spec", base: Path | None = None
                 raise InputError(f"{where}: [axes] {name}: only for mode = \"random\"")
         if "method" in data.get("axes", {}):
             raise InputError(f"{where}: [axes] method: only for mode = \"random\"")
-    axes = tuple(_axis(name, value, mode, where) for name, value in _flat_axes(axes_table))
+    axes = tuple(_axis(name, value, mode, where, reserved)
+                 for name, value in _flat_axes(axes_table))
 
     spec = Spec(where, command, tuple(args), {str(k): str(v) for k, v in metrics.items()},
                 preset, config_file, config_text, tuple(base_set), mode, samples, seed,
@@ -301,14 +246,15 @@ def matches(path: str, pattern: str) -> bool:
                                              for p, w in zip(parts, wanted, strict=True))
 
 
-def _check_metric(command: Command, name: Any, path: Any, where: str) -> None:
+def _check_metric(command: Any, name: Any, path: Any, where: str) -> None:
+    paths = report_paths(command)
     if not isinstance(path, str) or not path or any(not p for p in path.split(".")):
         raise InputError(f"{where}: [scenario] metrics {name}: expected a dotted path like "
-                         f"\"{command.paths[0]}\", got {path!r}")
-    if not any(matches(path, pattern) for pattern in command.paths):
+                         f"\"{paths[0]}\", got {path!r}")
+    if not any(matches(path, pattern) for pattern in paths):
         head = path.split(".")[0]
-        near = [p for p in command.paths if p.split(".")[0] == head] or \
-            sorted({p.split(".")[0] for p in command.paths})
+        near = [p for p in paths if p.split(".")[0] == head] or \
+            sorted({p.split(".")[0] for p in paths})
         raise InputError(f"{where}: [scenario] metrics {name} = {path!r}: not a path of the "
                          f"{command.name} report (its paths: {', '.join(near[:8])}"
                          f"{', ...' if len(near) > 8 else ''})")
@@ -373,10 +319,10 @@ def _config_units() -> dict[str, tuple[str, type]]:
     return {info.key: (info.unit, info.type) for info in schema_fields()}
 
 
-def _axis(name: str, value: Any, mode: str, where: str) -> Axis:
+def _axis(name: str, value: Any, mode: str, where: str, reserved: Sequence[str]) -> Axis:
     at = f"{where}: [axes] {name!r}"
     if name.startswith("-"):
-        if name in RESERVED:
+        if name in reserved:
             raise InputError(f"{at}: not an axis (the hardware varies through configuration "
                              "keys; outputs per point are not written)")
         kind = "option"
@@ -521,8 +467,7 @@ def with_option(args: Sequence[str], flag: str, value: Any) -> list[str]:
 def _with_points(spec: Spec) -> Spec:
     from emu.soc.config import load_config
 
-    command = COMMANDS[spec.command]
-    parse_args = _arg_parser(command)
+    command = sweepable()[spec.command]
     points = []
     for index, combo in enumerate(_combinations(spec)):
         label = ", ".join(f"{k}={v}" for k, v in combo.items()) or "the only point"
@@ -539,7 +484,12 @@ def _with_points(spec: Spec) -> Spec:
             resolved = load_config(spec.preset, spec.config_file, overrides)
         except ConfigError as exc:
             raise InputError(f"{at}: {exc}") from None
-        namespace = parse_args([*command.words, *args], at)
+        try:  # the point's command line, parsed as the command parses it, nothing run
+            namespace = command.parse(args)
+        except InputError as exc:
+            raise InputError(f"{at}: {exc}") from None
+        except SystemExit:
+            raise InputError(f"{at}: emu {command.name}: -h/--help is not a point") from None
         seed = getattr(namespace, "seed", None)
         argv = [*command.words, *args]
         key = point_key(resolved.to_dict(), spec.command, argv, seed)
@@ -547,48 +497,3 @@ def _with_points(spec: Spec) -> Spec:
                "overrides": overrides}
         points.append(Point(index, combo, tuple(args), tuple(overrides), seed, key, job))
     return dataclasses.replace(spec, points=tuple(points))
-
-
-def _arg_parser(command: Command) -> Any:
-    """A function parsing a point's command line as the command would, without running it;
-    a usage error raises InputError naming the point."""
-    from emu.cli import main
-
-    hardware = ["--json"]
-
-    if command.name == "dsp cv":
-        from emu.cli import cv_commands
-
-        class Parsed(Exception):
-            """Raised by the resolve callback: the arguments parsed, stop before any work."""
-
-        def stop(_: argparse.Namespace) -> Any:
-            raise Parsed
-
-        def unused(*_: Any) -> Any:
-            raise AssertionError("the sweep gives dsp cv no output file")
-
-        def parse_cv(words: list[str], at: str) -> argparse.Namespace:
-            try:
-                cv_commands.run_cv([*words[2:], *hardware], main._Parser,
-                                   [main._hardware_options(), main._output_options(True)],
-                                   main._whole, main._real, stop, unused, unused)
-            except Parsed:
-                return argparse.Namespace()
-            except (main._UsageError, InputError) as exc:
-                raise InputError(f"{at}: {exc}") from None
-            except SystemExit:
-                raise InputError(f"{at}: emu dsp cv: -h/--help is not a point") from None
-            raise InputError(f"{at}: emu dsp cv did not take these arguments")
-        return parse_cv
-
-    parser = main.build_parser()
-
-    def parse(words: list[str], at: str) -> argparse.Namespace:
-        if words[:1] == ["dsp"] and words[1:2] == ["cv"]:
-            raise InputError(f"{at}: dsp cv is its own command: command = \"dsp cv\"")
-        try:
-            return parser.parse_args([*words, *hardware])
-        except main._UsageError as exc:
-            raise InputError(f"{at}: {exc}") from None
-    return parse

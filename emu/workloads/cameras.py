@@ -34,7 +34,7 @@ from emu.cpu.cluster import CpuWork
 from emu.cpu.work import vector_loop
 from emu.errors import HostThreadError, InputError, SimulationError, UserError
 from emu.runtime import hbdsp, hbsys, session
-from emu.soc.clock import PS_PER_MS, PS_PER_S
+from emu.soc.clock import PS_PER_S, report_ms
 from emu.soc.sched import PRIORITY_PREEMPT
 from emu.vdsp.ops import nn
 from emu.vdsp.ops.tensor_args import MODE_SCALE, TYPE_F32, pack
@@ -291,9 +291,6 @@ def summary(results: dict[str, Any]) -> tuple[str, list[str], list[tuple[Any, ..
                    "cpu ms", "bpu ms", "dsp ms", "wait ms"], rows, notes
 
 
-def _ms(ps: int | float) -> float:
-    return round(ps / PS_PER_MS, 6)
-
 
 def percentile(values: list[int], q: float) -> int:
     """The nearest-rank percentile: the smallest value with at least q of them at or below
@@ -312,24 +309,25 @@ def _results(params: CameraParams, period_ps: int, cameras: list[_Camera],
             "camera": camera.cam,
             "priority": camera.priority,
             "frames": n,
-            "latency_ms": {"avg": _ms(sum(lat) / n), "p50": _ms(percentile(lat, 0.5)),
-                           "p99": _ms(percentile(lat, 0.99)), "max": _ms(max(lat)),
-                           "min": _ms(min(lat))},
+            "latency_ms": {"avg": report_ms(sum(lat) / n), "p50": report_ms(percentile(lat, 0.5)),
+                           "p99": report_ms(percentile(lat, 0.99)), "max": report_ms(max(lat)),
+                           "min": report_ms(min(lat))},
             "deadline_misses": sum(1 for x in lat if x > period_ps),
-            "stages_ms": {stage: _ms(sum(getattr(f, f"{stage}_ps") for f in camera.frames) / n)
+            "stages_ms": {stage: report_ms(sum(getattr(f, f"{stage}_ps")
+                                               for f in camera.frames) / n)
                           for stage in ("cpu", "bpu", "dsp", "wait")},
-            "per_frame": [{"frame": f.index, "arrival_ms": _ms(f.arrival_ps),
-                           "latency_ms": _ms(f.latency_ps), "cpu_ms": _ms(f.cpu_ps),
-                           "bpu_ms": _ms(f.bpu_ps), "dsp_ms": _ms(f.dsp_ps),
-                           "wait_ms": _ms(f.wait_ps)} for f in camera.frames],
+            "per_frame": [{"frame": f.index, "arrival_ms": report_ms(f.arrival_ps),
+                           "latency_ms": report_ms(f.latency_ps), "cpu_ms": report_ms(f.cpu_ps),
+                           "bpu_ms": report_ms(f.bpu_ps), "dsp_ms": report_ms(f.dsp_ps),
+                           "wait_ms": report_ms(f.wait_ps)} for f in camera.frames],
         })
     bpu = sess.stats()["bpu"]
     return {
         "params": {f.name: getattr(params, f.name) for f in fields(params)},
-        "period_ms": _ms(period_ps),
+        "period_ms": report_ms(period_ps),
         "cameras": per_camera,
-        "bpu_busy_ms": [_ms(b) for b in bpu["busy_ps"]],
+        "bpu_busy_ms": [report_ms(b) for b in bpu["busy_ps"]],
         "bpu_utilisation": bpu["utilisation"],
-        "sim_time_ms": _ms(sess.now_ps),
+        "sim_time_ms": report_ms(sess.now_ps),
     }
 

@@ -21,14 +21,11 @@ import numpy.typing as npt
 
 from emu.errors import InputError
 from emu.runtime import hbdsp, hbdsp_cv, hbsys, session
-from emu.soc.clock import PS_PER_MS, Clock
+from emu.soc.clock import Clock, report_ms
 from emu.vdsp.ops import cv, image_args
 
 CORES = {"any": hbdsp.HB_DSP_CORE_ANY, "0": hbdsp.HB_DSP_CORE_0, "1": hbdsp.HB_DSP_CORE_1}
 
-
-def _ms(ps: int) -> float:
-    return round(ps / PS_PER_MS, 6)
 
 
 def _image(array: npt.NDArray, nv12: bool = False) -> tuple[hbdsp_cv.hbDSPImage, hbsys.hbSysMem]:
@@ -115,11 +112,11 @@ def run_op(op: cv.CvOp, inputs: Sequence[npt.NDArray], values: dict[str, Any], *
         "inputs": [r.describe() for r in records],
         "output": image_args.Image(*spec[:4], 0, 0, spec[4]).describe(),
         "core": ran_on,
-        "rpc_ms": _ms(rpc_ps),
-        "compute_ms": _ms(clock.cycles_to_ps(used["kernel_cycles"])),
-        "idma_in_ms": _ms(used["busy_in_ps"]),
-        "idma_out_ms": _ms(used["busy_out_ps"]),
-        "total_ms": _ms(total_ps),
+        "rpc_ms": report_ms(rpc_ps),
+        "compute_ms": report_ms(clock.cycles_to_ps(used["kernel_cycles"])),
+        "idma_in_ms": report_ms(used["busy_in_ps"]),
+        "idma_out_ms": report_ms(used["busy_out_ps"]),
+        "total_ms": report_ms(total_ps),
         "kernel_cycles": used["kernel_cycles"],
         "cycles_per_pixel": round(used["kernel_cycles"] / pixels, 4),
         "bundles": used["bundles"],

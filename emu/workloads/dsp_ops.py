@@ -16,7 +16,7 @@ import numpy as np
 
 from emu.errors import InputError
 from emu.runtime import hbdsp, hbsys, session
-from emu.soc.clock import PS_PER_MS, Clock
+from emu.soc.clock import Clock, report_ms
 from emu.vdsp import rpc
 from emu.vdsp.ops import nn
 from emu.vdsp.ops.tensor_args import (
@@ -113,9 +113,6 @@ def _input(run: DspRun, rng: np.random.Generator) -> tuple[bytes, int]:
     return pack(q, TYPE_F32, axis=axis, **params), 4 * elements
 
 
-def _ms(ps: int) -> float:
-    return round(ps / PS_PER_MS, 6)
-
 
 def execute(run: DspRun) -> dict[str, Any]:
     """Run the calls on the current session; the report of what they cost."""
@@ -149,7 +146,7 @@ def execute(run: DspRun) -> dict[str, Any]:
         calls.append({"core": task.task.ran_on[-1] if task.task.ran_on else None,
                       "status": "ok" if rc == 0 else hbdsp.hbDSPGetErrorDesc(rc),
                       "error": task.error,
-                      "latency_ms": _ms(host.now_ps - first_rpc)})
+                      "latency_ms": report_ms(host.now_ps - first_rpc)})
         hbdsp.hbDSPReleaseTask(task)
     rpcs_done = host.now_ps
     for _inp, out in buffers:
@@ -169,15 +166,15 @@ def execute(run: DspRun) -> dict[str, Any]:
         cycles = hw.get("kernel_cycles", 0)
         cores.append({
             "core": index,
-            "compute_ms": _ms(clock.cycles_to_ps(cycles)),
+            "compute_ms": report_ms(clock.cycles_to_ps(cycles)),
             "kernel_cycles": cycles,
             "bundles": hw.get("bundles", 0),
             "gather_cycles": hw.get("gather_cycles", 0),
             "fdiv_stall_cycles": hw.get("fdiv_stall_cycles", 0),
             "kernel_calls": hw.get("kernel_calls", 0),
-            "idma_in_ms": _ms(total("busy_in_ps")),
+            "idma_in_ms": report_ms(total("busy_in_ps")),
             "idma_in_bytes": total("bytes_in"),
-            "idma_out_ms": _ms(total("busy_out_ps")),
+            "idma_out_ms": report_ms(total("busy_out_ps")),
             "idma_out_bytes": total("bytes_out"),
             "tcm_high_water_bytes": [hw["tcm"].get(f"bank{b}_high_water_bytes", 0)
                                      for b in range(cfg.tcm.banks)],
@@ -186,8 +183,8 @@ def execute(run: DspRun) -> dict[str, Any]:
         "op": run.op,
         "shape": list(run.shape),
         "rpcs": calls,
-        "rpc_overhead_ms": _ms(rpc.message_ps(cfg) + dispatch_ps),
+        "rpc_overhead_ms": report_ms(rpc.message_ps(cfg) + dispatch_ps),
         "cores": cores,
-        "calls_ms": _ms(rpcs_done - first_rpc),
-        "total_ms": _ms(host.now_ps - started),
+        "calls_ms": report_ms(rpcs_done - first_rpc),
+        "total_ms": report_ms(host.now_ps - started),
     }

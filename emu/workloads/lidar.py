@@ -58,7 +58,6 @@ nuScenes LIDAR_TOP is x right, y forward, z up; KITTI velodyne is x forward, y l
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -67,6 +66,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from emu.errors import InputError
+from emu.files import replace_file
 
 if TYPE_CHECKING:
     from emu.workloads.pointcloud.params import PillarParams
@@ -161,16 +161,9 @@ def write_bin(path: str | os.PathLike[str], points: np.ndarray) -> None:
         raise InputError(f"{path}: points must be a 2-D array [n, dims], "
                          f"got shape {np.shape(points)}")
     data = np.ascontiguousarray(points, dtype="<f4")
-    tmp_name = None
     try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp", delete=False) as tmp:
-            tmp_name = tmp.name
-            tmp.write(data.tobytes())
-        os.replace(tmp_name, path)
+        replace_file(path, data.tobytes())
     except OSError as e:
-        if tmp_name is not None:
-            Path(tmp_name).unlink(missing_ok=True)
         raise InputError(f"{path}: cannot write point file: {e.strerror or e}") from e
 
 

@@ -49,9 +49,18 @@ def run_perf(model_file: str | Path, model_name: str | None, threads: int, core_
              config: str | Path | None = None, overrides: Sequence[str] = ()
              ) -> dict[str, Any]:
     """The perf run (see the module docstring) as the contract's JSON document."""
+    return run_perf_session(model_file, model_name, threads, core_id, frames, priority, preset,
+                            config, overrides)[0]
+
+
+def run_perf_session(model_file: str | Path, model_name: str | None, threads: int,
+                     core_id: int, frames: int, priority: int, preset: str = "j5",
+                     config: str | Path | None = None, overrides: Sequence[str] = (),
+                     trace: bool = False) -> tuple[dict[str, Any], Session]:
+    """`run_perf`, and the session it ran in (recording a trace if `trace`)."""
     if core_id not in CORE_IDS:
         raise InputError(f"--core-id {core_id}: expected 0 (any), 1 (core 0) or 2 (core 1)")
-    with Session(preset, config, overrides) as sess:
+    with Session(preset, config, overrides, trace=trace) as sess:
         rc, packed = hbdnn.hbDNNInitializeFromFiles([str(model_file)])
         _check(rc, str(model_file))
         assert packed is not None
@@ -104,7 +113,7 @@ def run_perf(model_file: str | Path, model_name: str | None, threads: int, core_
                        "p50": _percentile(ms, 50), "p99": _percentile(ms, 99)},
         "fps": frames * PS_PER_S / span if span else float("inf"),
         "profile": _profile(tasks),
-    }
+    }, sess
 
 
 def _profile(tasks: Sequence[hbdnn.hbDNNTask]) -> dict[str, Any]:

@@ -6,8 +6,9 @@ APIs: one host thread per camera and one for the LiDAR, sharing the two BPU core
   cameras  every frame period (`fps`; the cameras spread evenly across it, or all arrive
            at once with `sync`) the camera's NV12 image is in memory (the ISP and the
            pyramid wrote it by DMA) and the thread runs the detector on it: hbDNNInfer of
-           YOLOv8n (`input_size` square, compiled with an NV12 input, so the colour
-           conversion is the BPU's Preprocess node), hbDNNWaitTaskDone, hbDNNReleaseTask.
+           `camera_model` (YOLOv8n by default; `input_size` square, compiled with an
+           NV12 input, so the colour conversion is the BPU's Preprocess node),
+           hbDNNWaitTaskDone, hbDNNReleaseTask.
   LiDAR    every sweep period (`lidar_hz`) a synthetic nuScenes-like sweep of `points`
            points arrives; the thread runs CenterPoint's pillar preprocessing by the DSP
            scheme of `emu pointcloud --impl dsp2` (the same `Preprocessor`: DSP stage 1 and
@@ -60,14 +61,16 @@ from emu.errors import InputError, SimulationError
 from emu.nn import compiler, zoo
 from emu.nn.compiler import CompiledModel
 from emu.runtime import hbdnn, session
-from emu.soc.clock import PS_PER_S
+from emu.soc.clock import PS_PER_S, report_ms
 from emu.soc.config import SocConfig
-from emu.workloads.cameras import _ms, percentile, run_threads
+from emu.workloads.cameras import percentile, run_threads
 from emu.workloads.pointcloud import runner
 from emu.workloads.pointcloud.impls import Preprocessor
 from emu.workloads.pointcloud.params import CENTERPOINT
 
 DETECTOR = "yolov8n"
+# The zoo's detectors a camera may run (`camera_model`): their total stride is 32.
+DETECTORS = ("yolov8n", "yolov8s", "yolov5s")
 BACKBONE = "centerpoint_pillars"
 LIDAR_SCHEME = "dsp2"
 # Sweeps are generated up front (6 MB each at 300,000 points); a longer run cycles them.
@@ -92,8 +95,12 @@ class PerceptionParams:
     lidar_max_time_per_fc: float = 0.0
     sync: bool = False
     seed: int = 0
+    camera_model: str = DETECTOR
 
     def __post_init__(self) -> None:
+        if self.camera_model not in DETECTORS:
+            raise ValueError(f"camera_model {self.camera_model!r}: expected one of "
+                             f"{', '.join(DETECTORS)}")
         if self.cameras < 0:
             raise ValueError(f"cameras {self.cameras}: must not be negative")
         for name in ("fps", "lidar_hz", "seconds"):
@@ -102,8 +109,8 @@ class PerceptionParams:
                 raise ValueError(f"{name} {value}: must be positive and finite")
         if not (_YOLO_STRIDE <= self.input_size <= zoo.MAX_SIDE
                 and self.input_size % _YOLO_STRIDE == 0):
-            raise ValueError(f"input_size {self.input_size}: {DETECTOR} needs a multiple of "
-                             f"{_YOLO_STRIDE} from {_YOLO_STRIDE} to {zoo.MAX_SIDE}")
+            raise ValueError(f"input_size {self.input_size}: {self.camera_model} needs a "
+                             f"multiple of {_YOLO_STRIDE} from {_YOLO_STRIDE} to {zoo.MAX_SIDE}")
         if not 1 <= self.points <= CENTERPOINT.max_input_points:
             raise ValueError(f"points {self.points}: expected 1 to "
                              f"{CENTERPOINT.max_input_points} (CenterPoint's input limit)")
@@ -262,7 +269,7 @@ def run(params: PerceptionParams, preset: str = "j5", config_file: str | None = 
         hardware = sess.config
         if progress is not None:
             progress(0, total, "compiling the models")
-        models = [compiled(DETECTOR, (side, side), "nv12", params.camera_max_time_per_fc,
+        models = [compiled(params.camera_model, (side, side), "nv12", params.camera_max_time_per_fc,
                            hardware),
                   compiled(BACKBONE, (CENTERPOINT.x_len, CENTERPOINT.y_len), "featuremap",
                            params.lidar_max_time_per_fc, hardware)]
@@ -325,9 +332,9 @@ def _split(pipeline: _Pipeline, frame: _Frame) -> dict[str, int]:
 
 def latency_summary(values: list[int]) -> dict[str, float]:
     """avg, p50, p99 (nearest rank), max and min of latencies in ps, in ms."""
-    return {"avg": _ms(sum(values) / len(values)), "p50": _ms(percentile(values, 0.5)),
-            "p99": _ms(percentile(values, 0.99)), "max": _ms(max(values)),
-            "min": _ms(min(values))}
+    return {"avg": report_ms(sum(values) / len(values)), "p50": report_ms(percentile(values, 0.5)),
+            "p99": report_ms(percentile(values, 0.99)), "max": report_ms(max(values)),
+            "min": report_ms(min(values))}
 
 
 # What each kind of an hbDNN task's work is, for "where the time goes".
@@ -348,7 +355,7 @@ def where_time_goes(pipeline: _Pipeline) -> dict[str, Any]:
         for kind, ps in f.model_kinds.items():
             kinds[kind] = kinds.get(kind, 0) + ps
     ordered = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {"by_kind_ms": {k: _ms(ps / n) for k, ps in ordered},
+    return {"by_kind_ms": {k: report_ms(ps / n) for k, ps in ordered},
             "dominant": ordered[0][0] if ordered else None}
 
 
@@ -358,14 +365,14 @@ def _pipeline_results(pipeline: _Pipeline) -> dict[str, Any]:
     n = len(splits)
     return {
         "pipeline": pipeline.name, "kind": pipeline.kind, "priority": pipeline.priority,
-        "period_ms": _ms(pipeline.period_ps), "frames": n,
+        "period_ms": report_ms(pipeline.period_ps), "frames": n,
         "latency_ms": latency_summary(lat),
         "deadline_misses": sum(1 for x in lat if x > pipeline.period_ps),
-        "stages_ms": {key: _ms(sum(s[key] for s in splits) / n) for key in splits[0]},
+        "stages_ms": {key: report_ms(sum(s[key] for s in splits) / n) for key in splits[0]},
         "model_time": where_time_goes(pipeline),
-        "per_frame": [{"frame": f.index, "arrival_ms": _ms(f.arrival_ps),
-                       "latency_ms": _ms(f.latency_ps),
-                       **{f"{key}_ms": _ms(ps) for key, ps in s.items()}}
+        "per_frame": [{"frame": f.index, "arrival_ms": report_ms(f.arrival_ps),
+                       "latency_ms": report_ms(f.latency_ps),
+                       **{f"{key}_ms": report_ms(ps) for key, ps in s.items()}}
                       for f, s in zip(pipeline.frames, splits, strict=True)],
     }
 
@@ -382,9 +389,9 @@ def _results(params: PerceptionParams, models: list[CompiledModel],
                     "max_time_per_fc_us": m.options["max_time_per_fc_us"]}
                    for m in models],
         "pipelines": [_pipeline_results(p) for p in pipelines],
-        "busy_ms": {k: [_ms(b) for b in v["busy_ps"]] for k, v in cores.items()},
+        "busy_ms": {k: [report_ms(b) for b in v["busy_ps"]] for k, v in cores.items()},
         "utilisation": {k: v["utilisation"] for k, v in cores.items()},
-        "sim_time_ms": _ms(sess.now_ps),
+        "sim_time_ms": report_ms(sess.now_ps),
     }
 
 

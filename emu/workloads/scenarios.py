@@ -2,9 +2,10 @@
 flags from and `emu list` prints.
 
 A scenario is a host program on the emulated SoC. It registers here with its name, a
-description, its options as data (the command line turns them into flags, so listing and
-parsing import nothing heavy) and the module that runs it, imported only when it runs. That
-module defines
+description, its options as data (`emu.options.Option`: the command line turns them into
+flags, so listing and parsing import nothing heavy), the paths its report has and the
+module that runs it, imported only when it runs; `emu.commands.scenario` makes each one the
+command `emu scenario NAME`. That module defines
 
     run_scenario(options, preset, config_file, overrides, trace, progress)
         -> (results, session); progress(done, total, what) is None or a callback
@@ -17,25 +18,10 @@ report carries; `summary` is what the text output shows of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from emu.options import Option
 
-@dataclass(frozen=True)
-class Option:
-    """One option of a scenario: `--name` on the command line, `options[name]` in code."""
-
-    name: str
-    kind: type  # int, float, or bool for a switch that is off by default
-    default: Any
-    help: str
-    bounds: tuple[float, float] = (0, 0)  # the accepted range of a number (not a switch)
-
-    def __post_init__(self) -> None:
-        number = self.kind is not bool
-        holds = self.bounds[0] <= self.default <= self.bounds[1]
-        if (number and not holds) or (not number and self.bounds != (0, 0)):
-            raise ValueError(f"option --{self.name}: bounds {self.bounds} are for numbers, "
-                             f"and must hold the default {self.default!r}")
+__all__ = ["Option", "Scenario", "register", "scenarios"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +30,9 @@ class Scenario:
     description: str
     module: str
     options: tuple[Option, ...]
+    # The dotted paths its report has (`emu.commands`; a sweep collects metrics from them):
+    # `*` any one name or index, a final `**` anything below.
+    reports: tuple[str, ...] = ("stats.**",)
 
 
 _REGISTRY: dict[str, Scenario] = {}
@@ -75,14 +64,20 @@ CAMERAS = register(Scenario(
      Option("seed", int, 0, "seed of the synthetic networks", (0, 2**32 - 1)),
      Option("sync", bool, False, "all cameras' frames arrive at the same instants (default: "
                                  "spread evenly across the frame period)")),
+    ("results.params.*", "results.period_ms", "results.cameras.*.camera",
+     "results.cameras.*.priority", "results.cameras.*.frames", "results.cameras.*.latency_ms.*",
+     "results.cameras.*.deadline_misses", "results.cameras.*.stages_ms.*",
+     "results.cameras.*.per_frame.*.*", "results.bpu_busy_ms.*", "results.bpu_utilisation.*",
+     "results.sim_time_ms", "stats.**"),
 ))
 
 PERCEPTION = register(Scenario(
     "perception",
-    "N cameras running YOLOv8n on the BPU and a LiDAR running CenterPoint's pillar "
-    "preprocessing on the DSP and its backbone on the BPU, each on its own host thread "
-    "through hbDNN/hbDSP/hbSys; p50/p99/max latency and deadline misses per pipeline, the "
-    "LiDAR's preprocessing/backbone split, per-core BPU, DSP and A55 utilisation",
+    "N cameras running a detector (YOLOv8n unless --camera-model says) on the BPU and a "
+    "LiDAR running CenterPoint's pillar preprocessing on the DSP and its backbone on the "
+    "BPU, each on its own host thread through hbDNN/hbDSP/hbSys; p50/p99/max latency and "
+    "deadline misses per pipeline, the LiDAR's preprocessing/backbone split, per-core BPU, "
+    "DSP and A55 utilisation",
     "emu.workloads.perception",
     # Multi-word names are written with underscores: `emu scenario` reads each option back
     # under its own name, which argparse keeps only without hyphens. A LiDAR sweep of
@@ -105,5 +100,15 @@ PERCEPTION = register(Scenario(
             "when compiling the LiDAR backbone (0: no limit)", (0, 10_000_000)),
      Option("seed", int, 0, "seed of the synthetic LiDAR sweeps", (0, 2**32 - 1)),
      Option("sync", bool, False, "all cameras' frames arrive at the same instants (default: "
-                                 "spread evenly across the frame period)")),
+                                 "spread evenly across the frame period)"),
+     Option("camera_model", str, "yolov8n", "the cameras' detector, a zoo network (default "
+                                            "yolov8n)", choices=("yolov8n", "yolov8s",
+                                                                 "yolov5s"))),
+    ("results.params.*", "results.models.*.name", "results.models.*.function_calls",
+     "results.pipelines.*.pipeline", "results.pipelines.*.kind", "results.pipelines.*.priority",
+     "results.pipelines.*.period_ms", "results.pipelines.*.frames",
+     "results.pipelines.*.latency_ms.*", "results.pipelines.*.deadline_misses",
+     "results.pipelines.*.stages_ms.*", "results.pipelines.*.model_time.by_kind_ms.*",
+     "results.pipelines.*.model_time.dominant", "results.pipelines.*.per_frame.*.*",
+     "results.busy_ms.*.*", "results.utilisation.*.*", "results.sim_time_ms", "stats.**"),
 ))

@@ -243,7 +243,7 @@ def test_ctrl_c_exits_130_with_one_line_and_leaves_no_partial_output(
     if where == "progress":
         monkeypatch.setattr("emu.cli.main._progress", _interrupt_at_first_progress(tmp_path, seen))
     else:
-        monkeypatch.setattr("emu.report.document.os", _OsInterruptedOnRename())
+        monkeypatch.setattr("emu.files.os", _OsInterruptedOnRename())
     code = main([arg.replace("{t}", str(tmp_path)) for arg in argv])
     monkeypatch.undo()
     out, err = capsys.readouterr()

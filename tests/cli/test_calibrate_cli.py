@@ -68,7 +68,8 @@ def fake_model(monkeypatch):
 def test_calibrate_without_the_flag_is_unchanged(capsys, fake_model):
     assert main(["calibrate", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert list(doc) == ["preset", "targets", "frame_statistics", "provenance", "bpu_targets"]
+    assert list(doc) == ["command", "arguments", "preset", "targets", "frame_statistics",
+                         "bpu_targets", "provenance", "config", "wall_clock"]  # the envelope
     assert len(fake_model) == 1
 
 

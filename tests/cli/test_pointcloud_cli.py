@@ -23,7 +23,10 @@ def test_json_follows_the_contract_and_dumps_are_written(tmp_path, capsys):
     assert code == 0
     doc = json.loads(out)
     assert doc["model"] == "centerpoint" and doc["preset"] == "j5"
-    assert set(doc) == {"model", "preset", "frames", "summary", "wall_s", "provenance"}
+    assert set(doc) == {"model", "preset", "frames", "summary", "wall_s", "provenance",
+                        # the envelope every command's report has (emu.commands.report)
+                        "command", "arguments", "config", "wall_clock"}
+    assert doc["wall_s"] == doc["wall_clock"]["wall_s"]
     frame = doc["frames"][0]
     assert frame["frame"] == "synthetic-0" and frame["points_read"] == 3000
     assert {"points_dropped", "points_valid", "points_kept", "pillars"} <= set(frame)

@@ -267,25 +267,25 @@ def test_calibration_methods_are_options_checked_and_recorded():
 
 
 def test_the_report_names_the_calibration_and_every_output_below_the_floor(mobilenet):
-    from emu.cli import nn_commands
+    from emu.commands import nn as nn_commands
 
     assert mobilenet.options["calibration"] == "4 random samples, seed 0"
     model = compiler.CompiledModel(**{**mobilenet.__dict__, "accuracy": {
         "a": 0.5, "b": 0.9999, "c": 0.98}})
-    doc = nn_commands._compile_summary(model)
+    doc = nn_commands.compile_summary(model)
     accuracy = doc["accuracy"]
     assert accuracy["flagged"] == ["a", "c"] and accuracy["floor"] == compiler.ACCURACY_FLOOR
     assert accuracy["calibration"] == "4 random samples, seed 0"
     assert compiler.DEFAULT_CALIB_METHOD == "percentile"  # the figures of the README
     assert accuracy["method"] == "percentile 99.99"
-    text = nn_commands._summary_text(model, doc)
+    text = nn_commands.summary_text(doc)
     assert "calibration: 4 random samples, seed 0, method percentile 99.99" in text
     assert "worst output cosine 0.50000 (a)" in text
     assert "below 0.99) on a (0.50000), c (0.98000)" in text and "b (" not in text
 
 
 def test_the_command_line_knows_the_library_s_methods():
-    from emu.cli import nn_commands
+    from emu.commands import nn as nn_commands
     from emu.nn import quantize
 
     assert nn_commands.CALIB_METHODS == quantize.CALIBRATION_METHODS

@@ -47,6 +47,17 @@ def test_rows_come_in_spec_order_and_a_failing_point_does_not_stop_the_sweep(tmp
         [(r["metrics"], r["status"], r["error"]) for r in rows]
 
 
+def test_a_sweep_with_a_failed_point_exits_1_after_its_table(write_spec, tmp_path, capsys):
+    path = write_spec('[scenario]\ncommand = "dsp"\nargs = ["softmax"]\n'
+                      'metrics = { t = "total_ms" }\n[axes]\n"--shape" = ["8,100", '
+                      '"4000,100000"]\n')
+    emu.sweep.run(path, workers=0, store=path.with_suffix(".sqlite"))  # the CLI reads them
+    assert main(["sweep", "run", str(path), "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert "2 points, 2 from the store" in out
+    assert err.startswith("emu: point 2 failed: ") and "mem.pool_bytes" in err
+
+
 def test_points_stored_by_another_sweep_are_reused(tmp_path):
     store = tmp_path / "s.sqlite"
     first = emu.sweep.run(_data(freqs=("400MHz",)), workers=0, store=store)

@@ -163,7 +163,7 @@ def _expand(value, parts):
 
 
 def test_every_command_is_covered():
-    assert set(SMALL) == set(spec_module.COMMANDS)
+    assert set(SMALL) == set(spec_module.sweepable())
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
@@ -178,10 +178,11 @@ def test_declared_report_paths_exist_in_the_real_report(name, tmp_path, capsys):
         assert main(["compile", str(onnx), "-o", str(hbm), "--int16", "never"]) == 0
         capsys.readouterr()
         args[0] = str(hbm)
-    command = spec_module.COMMANDS[name]
+    command = spec_module.sweepable()[name]
     result = run_point({"argv": [*command.words, *args], "preset": "j5", "config_text": None,
                         "overrides": ['cpu.freq_hz="1.6GHz"']})  # provenance lists it
     assert result["status"] == "ok", result["error"]
     report = json.loads(json.dumps(result["report"]))
-    missing = [p for p in command.paths if not _expand(report, p.split("."))]
+    missing = [p for p in spec_module.report_paths(command)
+               if not _expand(report, p.split("."))]
     assert not missing, f"{name}: declared paths not in the report: {missing}"

@@ -170,3 +170,10 @@ def test_where_the_time_goes_names_the_largest_kind_of_work():
                      "dominant": "bpu"}  # a tie goes to the first name
     frames[1].model_kinds["quantize"] = 1_000_000_000
     assert where_time_goes(SimpleNamespace(frames=frames))["dominant"] == "quantize"
+
+
+def test_the_camera_model_is_an_option_refused_outside_the_detectors():
+    assert PerceptionParams().camera_model == "yolov8n"  # the default: the figures above
+    assert PerceptionParams(camera_model="yolov8s").camera_model == "yolov8s"
+    with pytest.raises(ValueError, match="camera_model 'resnet18': expected one of"):
+        PerceptionParams(camera_model="resnet18")

@@ -19,7 +19,7 @@ import numpy as np
 from emu.errors import EmuError, InputError
 from emu.report.document import write_atomic
 from emu.runtime import session
-from emu.soc.clock import PS_PER_MS
+from emu.soc.clock import report_ms
 from emu.workloads import lidar
 from emu.workloads.pointcloud.impls import IMPLS, Preprocessor
 from emu.workloads.pointcloud.params import MODELS, PillarParams
@@ -90,9 +90,6 @@ def _counts(frame: Frame, params: PillarParams) -> dict[str, Any]:
             "points_dropped_max_points_per_pillar": grid.valid - grid.kept_uncapped,
             "impls": {}}
 
-
-def _ms(ps: int) -> float:
-    return round(ps / PS_PER_MS, 6)
 
 
 def _dump(folder: Path, result_features: np.ndarray, coords: np.ndarray, fmt: str) -> None:
@@ -170,8 +167,8 @@ def _run_impl(
             if not (np.array_equal(features, result.features)
                     and np.array_equal(coords, result.coords)):
                 raise EmuError(f"frame {frame.name}: {impl} disagrees with {reference}")
-        row["impls"][impl] = {"total_ms": _ms(result.total_ps),
-                              "stages": {n: _ms(ps) for n, ps in result.stages_ps.items()}}
+        row["impls"][impl] = {"total_ms": report_ms(result.total_ps),
+                              "stages": {n: report_ms(ps) for n, ps in result.stages_ps.items()}}
         if dump is not None:
             _dump(Path(dump) / frame.name / impl, result.features, result.coords,
                   dump_format)

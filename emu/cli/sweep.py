@@ -1,4 +1,4 @@
-"""`emu sweep`: the command line of what-if sweeps.
+"""`emu sweep` and `emu compare`: the command line of what-if sweeps.
 
     emu sweep run SPEC.toml [--workers N | --dask ADDRESS | --dask-local N]
                   [--store FILE.sqlite] [--resume] [--json] [--quiet]
@@ -15,8 +15,7 @@ a progress bar on stderr, and prints a table of each point's axes and metrics, o
 "metrics", "status", "error", "key"}, ...] in spec order, "provenance"}`. The store defaults
 to a file beside the spec named after it (`sweeps/freq.toml` -> `sweeps/freq.sqlite`), so
 every sweep is durable without asking; see `emu.sweep` for what `--resume` does. Points
-that fail are listed after the table (on stderr with `--json`); the exit status is still 0
-when the sweep itself ran to the end.
+that fail are listed after the table (on stderr with `--json`), and the exit status is 1.
 
 `show`, `export` and `plot` read a sweep back from its store and run nothing (a point not
 stored yet shows as missing): a table, a CSV or Parquet file (`emu.sweep.outputs`), a chart
@@ -24,10 +23,10 @@ stored yet shows as missing): a table, a CSV or Parquet file (`emu.sweep.outputs
 heat map over two axes, the Pareto front of two metrics). Axes a chart does not draw must be
 fixed with `--where`. Files are written whole or not at all.
 
-`emu.cli.main` routes `emu sweep ...` here and passes its parser class (usage errors raise
-instead of exiting), its whole-number argument type and its JSON printer. Each action is
-one `_add_*` function building its sub-parser and one `_*` function running it, listed in
-`_ACTIONS`.
+`emu.cli.main` routes `emu sweep ...` and `emu compare ...` here (`run`), with its JSON
+printer. Each sweep action is one `_add_*` function building its sub-parser and one `_*`
+function running it, listed in `_ACTIONS`. A sweep with a failed point exits 1 after its
+table (the points that ran are stored).
 """
 
 from __future__ import annotations
@@ -38,17 +37,45 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from emu.commands.parse import Parser, argument_type
 from emu.errors import InputError
+from emu.options import whole as whole_number
 
 MAX_WORKERS = 256
+EXIT_POINTS_FAILED = 1
 
 Whole = Callable[[int, int], Callable[[str], int]]
 EmitJson = Callable[[Any], None]
 
 
-def run_sweep_cli(words: list[str], parser_class: type[argparse.ArgumentParser],
-                  whole: Whole, emit_json: EmitJson) -> int:
+def run(words: list[str], emit_json: EmitJson) -> int:
+    """`emu sweep ...` or `emu compare ...` (`words` from the command's name on)."""
+    if words[0] == "compare":
+        return _compare(words[1:], emit_json)
+    return run_sweep_cli(words[1:], emit_json)
+
+
+def _compare(words: list[str], emit_json: EmitJson) -> int:
+    """`emu compare WORDS...`: prints the comparison; a user error raises UserError."""
+    from emu.sweep import compare
+
+    args, a, b, command = compare.parse(words)  # --help: SystemExit(0)
+    doc = compare.compare(a, b, command)
+    if args.json:
+        emit_json(doc)
+    else:
+        print(compare.text(doc, a, b, args.only_different))
+    return 0
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    return argument_type(whole_number(low, high), "N")
+
+
+def run_sweep_cli(words: list[str], emit_json: EmitJson) -> int:
     """Parse `emu sweep` arguments (`words`: what follows `sweep`) and run the action."""
+    parser_class = Parser
+    whole = _whole
     parser = parser_class(prog="emu sweep", description=(
         "What-if sweeps: one simulating command over a grid or a sample of hardware "
         "configurations and command options, each point's metrics collected, every finished "
@@ -121,7 +148,7 @@ def _run(args: argparse.Namespace, emit_json: EmitJson) -> int:
               f"store {store}")
     for k, row in failed:
         print(f"emu: point {k} failed: {row['error']}", file=sys.stderr)
-    return 0
+    return EXIT_POINTS_FAILED if failed else 0
 
 
 def _dask(args: argparse.Namespace) -> Any:

@@ -1,50 +1,54 @@
 """`emu dv run`: an ONNX network (a file or a zoo name) on DMP's DV700 through `dmp_dv`.
 
-The conversion and the run are `emu.workloads.dv_net`'s; this module parses the command
-line, checks every argument before any work, and prints the per-command table or the JSON.
+The conversion and the run are `emu.workloads.dv_net`'s; this module declares the command,
+checks every argument before any work, and makes the per-command table.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from emu.commands import Command, Outcome, Progress, register, trace_path, write_trace
+from emu.commands.report import Report
 from emu.errors import InputError
+from emu.options import SEEDS, Option
+
+ZOO_SIDE = (1, 4096)  # pixels per side of a zoo model's input (emu.nn.zoo.MAX_SIDE)
 
 
-def add_parsers(commands: Any, parents: list[argparse.ArgumentParser],
-                whole: Callable[[int, int], Callable[[str], int]],
-                seeds: tuple[int, int], size: Callable[[str], tuple[int, int]]) -> None:
-    """The `dv` command and its `run` action (`parents`: hardware and output options;
-    `size`: the zoo's H,W argument type)."""
-    dv = commands.add_parser(
-        "dv", help="DMP's DV700 CNN accelerator through the dmp_dv driver",
-        description="Networks on the DV700 (the dmp_dv user driver, emu/runtime/dmp_dv.py).")
-    actions = dv.add_subparsers(dest="dv_command", metavar="ACTION", required=True,
-                                parser_class=type(dv))
-    run = actions.add_parser(
-        "run", parents=parents,
-        help="run an ONNX network on the DV700, one command per layer",
-        description="Import an ONNX model (a file, or a zoo name built on the spot), map each "
-                    "layer to a DV700 command (conv with fused ReLU/ReLU6 and pooling, "
-                    "pooling runs, element-wise residual adds, FC), pack the weights as "
-                    "FP16, run the one command list through dmp_dv and show each command's "
-                    "time on the device, the driver's exec time and the FP16 output against "
-                    "the float32 reference. Unsupported ops are refused; a trailing Softmax "
-                    "is left to the CPU.")
-    run.add_argument("model", metavar="MODEL",
-                     help="an ONNX file, or a zoo network name (`emu zoo list`)")
-    run.add_argument("--input-size", type=size, metavar="H,W",
-                     help="a zoo network's input height and width (one number for both; "
-                          "default: the network's usual size)")
-    run.add_argument("--input", metavar="FILE.npy",
-                     help="the input: float32 NCHW of batch 1 (default: standard normal, "
-                          "drawn with --seed)")
-    run.add_argument("--seed", type=whole(*seeds), default=0, metavar="S",
-                     help=f"seed of the random input and of a zoo network's weights "
-                          f"({seeds[0]} to {seeds[1]}, default 0)")
+def zoo_size(text: str) -> tuple[int, int]:
+    """A converter: H,W (or one number for both), each within ZOO_SIDE."""
+    try:
+        sides = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sides = ()
+    if len(sides) == 1:
+        sides = sides * 2
+    if len(sides) != 2 or not all(ZOO_SIDE[0] <= side <= ZOO_SIDE[1] for side in sides):
+        raise ValueError(f"expected H,W: two whole numbers from {ZOO_SIDE[0]} to "
+                         f"{ZOO_SIDE[1]}, got {text!r}")
+    return sides[0], sides[1]
+
+
+OPTIONS = (
+    Option("model", str, None, "an ONNX file, or a zoo network name (`emu zoo list`)",
+           flags=("model",), metavar="MODEL", required=True),
+    Option("input_size", str, None, "a zoo network's input height and width (one number for "
+           "both; default: the network's usual size)", metavar="H,W", parse=zoo_size),
+    Option("input", str, None, "the input: float32 NCHW of batch 1 (default: standard normal, "
+           "drawn with --seed)", metavar="FILE.npy"),
+    Option("seed", int, 0, "seed of the random input and of a zoo network's weights", SEEDS,
+           metavar="S"),
+)
+
+REPORTS = (
+    "model", "commands.*.index", "commands.*.name", "commands.*.kind",
+    "commands.*.device_us", "command_counts.*", "device_us", "exec_time_us",
+    "wall_time_us", "memory.buffers", "memory.weight_bytes", "memory.activation_bytes",
+    "output.fp16_sha256", "output.check.cosine", "output.check.max_abs_diff",
+    "output.check.max_abs_reference", "output.top5.*.class", "output.top5.*.score", "seed")
 
 
 def _model(args: argparse.Namespace) -> tuple[Any, str]:
@@ -87,38 +91,37 @@ def _input(path: str | None) -> Any:
     return value
 
 
-def run_dv(args: argparse.Namespace, resolve: Callable[[], Any],
-           emit_json: Callable[[Any], None]) -> int:
-    resolved = resolve()  # configuration errors before any work
+def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
+    trace = trace_path(args)
     x = _input(args.input)
     model, label = _model(args)
 
-    from emu.report.document import provenance, provenance_line
     from emu.runtime.session import Session
     from emu.workloads import dv_net
 
-    with Session(args.preset, args.config, args.overrides):
+    with Session(args.preset, args.config, args.overrides, trace=trace is not None) as sess:
         try:
             results = dv_net.run_network(model, x, args.seed)
         except InputError as exc:
             if args.input is not None and str(exc).startswith("input"):
                 raise InputError(f"--input {args.input}: {exc}") from None
             raise
-    doc = {"model": label, **results, "provenance": provenance(resolved, args.seed)}
-    if args.json:
-        emit_json(doc)
-        return 0
-    print(provenance_line(doc["provenance"]))
-    print(text(doc))
-    return 0
+    if trace is not None:
+        write_trace(trace, [("", sess.soc.recorder.recording)], {"preset": args.preset})
+    return Outcome({"model": label, **results}, args.seed)
 
 
-def text(doc: dict[str, Any]) -> str:
+def text(report: Report) -> str:
     """The run as a table, one line per command, and its totals."""
+    from emu.report.document import provenance_line
     from emu.report.table import render
 
+    doc = report.results
+    assert report.provenance is not None
+
     counts = doc["command_counts"]
-    lines = [f"{doc['model']}: {len(doc['commands'])} DV700 commands ({counts['conv']} conv, "
+    lines = [provenance_line(report.provenance),
+             f"{doc['model']}: {len(doc['commands'])} DV700 commands ({counts['conv']} conv, "
              f"{counts['fc']} fc) in one command list, input {tuple(doc['input']['shape'])}"]
     rows = [(c["index"], c["name"] + (" +" + "+".join(c["nodes"][1:]) if c["nodes"][1:]
                                       else "") + (" (+residual)" if c["residual"] else ""),
@@ -141,3 +144,13 @@ def text(doc: dict[str, Any]) -> str:
                  f"max |diff| {check['max_abs_diff']:.4g} (largest |reference| "
                  f"{check['max_abs_reference']:.4g})")
     return "\n".join(lines)
+
+
+DV_RUN = register(Command(
+    "dv run", "run an ONNX network on the DV700, one command per layer",
+    "Import an ONNX model (a file, or a zoo name built on the spot), map each layer to a "
+    "DV700 command (conv with fused ReLU/ReLU6 and pooling, pooling runs, element-wise "
+    "residual adds, FC), pack the weights as FP16, run the one command list through dmp_dv "
+    "and show each command's time on the device, the driver's exec time and the FP16 output "
+    "against the float32 reference. Unsupported ops are refused; a trailing Softmax is left "
+    "to the CPU.", OPTIONS, work, text, REPORTS, trace=True, outputs=("--trace",), sweepable=True))

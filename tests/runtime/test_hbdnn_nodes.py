@@ -12,8 +12,8 @@ import pytest
 from emu import sleep_ms
 from emu.errors import InputError
 from emu.nn import compiler, execute, placement, zoo
+from emu.runtime import dnn_tensors, hbsys, session
 from emu.runtime import hbdnn as dnn
-from emu.runtime import hbsys, session
 from emu.runtime.hbdsp import (
     HB_DSP_INITIALIZE_RPC_CTRL_PARAM,
     hbDSPReleaseTask,
@@ -397,7 +397,7 @@ def test_power_of_two_scales_are_described_as_shifts(monkeypatch, scales, axis, 
                         lambda quant, name: ("int8", np.array(scales), axis))
     props = dnn.hbDNNTensorProperties()
     model = type("Model", (), {"quant": None})()
-    assert dnn._describe_codes(props, model, "out") == 1
+    assert dnn_tensors._describe_codes(props, model, "out") == 1
     assert props.quantizeAxis == (axis or 0)
     if shifts is None:
         assert props.quantiType == dnn.SCALE and props.scale.scaleData == [float(np.float32(0.3))]

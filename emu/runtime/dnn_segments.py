@@ -51,9 +51,10 @@ from emu.errors import PoolError
 from emu.mem.pool import PoolBuffer
 from emu.nn import estimate as estimate_module
 from emu.nn.estimate import CpuItem
-from emu.nn.execute import Execution, float_node
+from emu.nn.execute import Execution
 from emu.nn.graph import Node
 from emu.nn.preprocess import NV12_WIDTH_ALIGN, aligned_width
+from emu.nn.reference import float_node
 from emu.runtime import session
 from emu.runtime.hbdnn_types import ENV_ENABLE_DSP
 from emu.runtime.hbsys import mem_of

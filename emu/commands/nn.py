@@ -343,8 +343,8 @@ def _safe(name: str) -> str:
 def read_input(model: Any, path: str) -> dict[str, Any]:
     """The feeds of `model` from an --input file: a .npy / .npz of any shape the model's
     inputs have, or for an rgb, bgr or gray model a PPM / PGM image (given N = 1)."""
-    from emu.nn.execute import check_feeds, read_feeds
     from emu.nn.imagefiles import read_pnm
+    from emu.nn.reference import check_feeds, read_feeds
 
     file = Path(path)
     try:

@@ -91,7 +91,17 @@ import onnx
 from emu.bpu import timing
 from emu.errors import InputError
 from emu.nn import estimate as estimate_module
-from emu.nn import execute, imagefiles, importer, layers, modelcache, modelfile, placement, quantize
+from emu.nn import (
+    execute,
+    imagefiles,
+    importer,
+    layers,
+    modelcache,
+    modelfile,
+    placement,
+    quantize,
+    reference,
+)
 from emu.nn.graph import Graph, Node, Tensor, from_packed, to_packed
 from emu.nn.placement import Segment
 from emu.nn.preprocess import IMAGE_TYPES, INPUT_TYPES, ImageInput
@@ -437,7 +447,7 @@ def _read_samples(graph: Graph, folder: Path, options: CompileOptions,
             data = path.read_bytes()
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-        feeds = execute.read_feeds(whole or graph, data, str(path))
+        feeds = reference.read_feeds(whole or graph, data, str(path))
         samples.extend(_frames(feeds) if whole is not None else [feeds])
     return CalibrationSamples(samples, f"{len(arrays)} arrays in {folder}")
 

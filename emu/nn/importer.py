@@ -18,7 +18,7 @@ none renames a graph output:
    shape, CastLike of a constant) are evaluated: with NumPy for Constant,
    ConstantOfShape, Shape, Gather, Concat, Reshape, Unsqueeze, Squeeze, Cast, Add, Sub,
    Mul, Div, Identity, Transpose, with the operator's ONNX definition
-   (`execute.reference_node`) for any other, except the random generators.
+   (`reference.reference_node`) for any other, except the random generators.
 2. `remove_identities`: Dropout (inference; its mask, all true, becomes a constant) and
    Identity vanish; readers read the input. One
    whose output is a graph output and whose input is a graph input or another graph output
@@ -59,7 +59,7 @@ import onnx.external_data_helper
 import onnx.version_converter
 
 from emu.errors import InputError
-from emu.nn import execute
+from emu.nn import reference
 from emu.nn.graph import Graph, Node, Tensor
 
 MIN_OPSET = 10
@@ -321,7 +321,7 @@ def fold_constants(graph: Graph) -> Graph:
             ins = [tensors[n].value if n else None for n in node.inputs]
             outs = _evaluate(node, ins)
             if outs is None:
-                outs = execute.reference_node(graph.opset, node, ins)
+                outs = reference.reference_node(graph.opset, node, ins)
         if outs is None:
             kept.append(node)
             continue

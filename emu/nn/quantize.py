@@ -1,7 +1,7 @@
 """Post-training quantisation of a compiled graph for the BPU (issue 11).
 
 `calibrate(graph, segments, samples, method=...)` runs the float IR graph
-(`execute.run_float`'s ops) over the samples and records, for every feature map a BPU node
+(`reference.run_float`'s ops) over the samples and records, for every feature map a BPU node
 reads or writes, its largest magnitude over all samples, the median of its nonzero
 magnitudes and, for the methods that need it, a histogram of them (`TensorStats`).
 `quantize(graph, segments, calibration)` turns that into a `QuantModel`: a scale and a code
@@ -106,7 +106,7 @@ side multiply them directly; see `emu/nn/kernels_tensor.py`), quantised per row 
 with input scale 1, each gate's rows against its pre-activation scale; the bias is
 Wb + Rb. The scales of the LSTM's inner tensors (gates, cell and hidden state: the hidden
 state's covers initial_h and every step's h, the cell state's likewise) come from
-calibration, which measures every node's `execute.intermediates`.
+calibration, which measures every node's `reference.intermediates`.
 
 `QuantModel.to_arrays()` gives (meta, arrays): meta is JSON (scales as floats, which JSON
 round-trips exactly), arrays the weights, biases and weight scales; `from_arrays(meta,
@@ -127,7 +127,7 @@ from typing import Any
 import numpy as np
 
 from emu.errors import InputError
-from emu.nn import execute, optable
+from emu.nn import execute, opattrs, optable, reference
 from emu.nn.graph import Graph, Node
 from emu.nn.placement import Accumulators, Segment, accumulators, final_convs
 
@@ -262,7 +262,7 @@ class TensorStats:
 @dataclass(frozen=True)
 class Calibration:
     """TensorStats of every feature map a BPU node reads or writes (and of the tensors
-    inside a node, `execute.intermediates`: a residual Conv's `<output>#conv`, an LSTM's
+    inside a node, `reference.intermediates`: a residual Conv's `<output>#conv`, an LSTM's
     gates and states), from `samples` feeds, and how int8 scales are chosen from them
     (`method`, `percentile`; histograms are gathered unless "max")."""
 
@@ -414,7 +414,7 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
     """Max-abs and median magnitude of every BPU feature map over the samples, and for
     `method` percentile or kl the histogram of its magnitudes (see the module). The float
     graph outputs of the first `keep_outputs` samples are kept (`Calibration.float_outputs`,
-    what `execute.run_float` gives) for the accuracy check, which then need not run the
+    what `reference.run_float` gives) for the accuracy check, which then need not run the
     float graph again."""
     check_method(method, percentile)
     if not samples:
@@ -423,7 +423,7 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
     inner = set()
     for node in bpu_nodes(graph, segments):
         watched.update(n for n in (*node.inputs, *node.outputs) if n and not graph.is_const(n))
-        if execute.intermediates(graph, node):
+        if reference.intermediates(graph, node):
             inner.add(node.name)
     needed = _feeding(graph, watched)
     peak: dict[str, float] = {}
@@ -442,7 +442,7 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
 
     kept: list[dict[str, np.ndarray]] = []
     for index, feeds in enumerate(samples):
-        values = execute.check_feeds(graph, feeds)
+        values = reference.check_feeds(graph, feeds)
         whole = index < keep_outputs  # the CPU tail too, for the graph's outputs
         for name in graph.inputs:
             if name in watched:
@@ -450,16 +450,16 @@ def calibrate(graph: Graph, segments: Sequence[Segment],
         for node in graph.nodes:
             if not whole and node.name not in needed:
                 continue
-            ins = execute.node_inputs(graph, node, values)
-            values.update(zip(node.outputs, execute.float_node(graph, node, ins), strict=True))
+            ins = reference.node_inputs(graph, node, values)
+            values.update(zip(node.outputs, reference.float_node(graph, node, ins), strict=True))
             if node.name in inner:
-                for name, value in execute.intermediate_values(graph, node, ins).items():
+                for name, value in reference.intermediate_values(graph, node, ins).items():
                     observe(name, value)
             for name in node.outputs:
                 if name in watched:
                     observe(name, values[name])
         if whole:
-            values.update(execute.constant_outputs(graph))
+            values.update(reference.constant_outputs(graph))
             kept.append({name: values[name] for name in graph.outputs})
     stats = {name: TensorStats(peak[name], float(np.median(medians.get(name, [0.0]))),
                                histograms.get(name))
@@ -511,7 +511,7 @@ def _int8_only(graph: Graph, nodes: Sequence[Node]) -> set[str]:
             reads.append(node.inputs[0])
         elif optable.kind(node.op) in INT8_KINDS:
             reads.extend(n for n in node.inputs if n and not graph.is_const(n))
-            pinned.update(execute.intermediates(graph, node))
+            pinned.update(reference.intermediates(graph, node))
         else:
             continue
         pinned.update(n for n in node.outputs if n)
@@ -599,11 +599,11 @@ def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration
             continue
         for out in node.outputs:
             own(out)
-        for name in execute.intermediates(graph, node):
+        for name in reference.intermediates(graph, node):
             own(name)
         if node.op == "LSTM":
             layers[node.name] = _lstm_layer(graph, node, tensors)
-        elif node.op in WEIGHTED or execute.is_channel_affine(graph, node):
+        elif node.op in WEIGHTED or opattrs.is_channel_affine(graph, node):
             layers[node.name] = _layer(graph, node, tensors)
     model = QuantModel(graph, list(segments), tensors, layers, int16, tuple(int32_outputs))
     execute.prepare(model)  # a layer the kernels cannot execute fails here, not at run time
@@ -613,9 +613,9 @@ def quantize(graph: Graph, segments: Sequence[Segment], calibration: Calibration
 def _layer(graph: Graph, node: Node, tensors: dict[str, QTensor]) -> Layer:
     out = node.outputs[0] + "#conv" if node.residual else node.outputs[0]
     out_scale = tensors[out].scale
-    if execute.is_channel_affine(graph, node):
+    if opattrs.is_channel_affine(graph, node):
         x = next(n for n in node.inputs if not graph.is_const(n))
-        scale, shift = execute.channel_affine(graph, node)
+        scale, shift = opattrs.channel_affine(graph, node)
         return quantize_weights(scale.reshape(-1, 1, 1, 1), shift, tensors[x].scale,
                                 out_scale)
     in_scale = tensors[node.inputs[0]].scale
@@ -624,7 +624,7 @@ def _layer(graph: Graph, node: Node, tensors: dict[str, QTensor]) -> Layer:
     bias = (graph.tensors[node.inputs[2]].value
             if len(node.inputs) > 2 and node.inputs[2] else None)
     if node.op == "ConvTranspose":
-        weight, _ = execute.deconv_as_conv(node, np.asarray(weight))
+        weight, _ = opattrs.deconv_as_conv(node, np.asarray(weight))
     return quantize_weights(weight, bias, in_scale, out_scale)
 
 
@@ -633,16 +633,16 @@ def _lstm_layer(graph: Graph, node: Node, tensors: dict[str, QTensor]) -> Layer:
     first axis): the rows of [W x s_x | R x s_h] (s_h the direction's hidden-state scale)
     quantised per row as `quantize_weights` does with input scale 1, each gate's rows
     against that gate's pre-activation scale; the bias Wb + Rb in each row's scale."""
-    w, r, bias = execute.lstm_weights(graph, node)
+    w, r, bias = reference.lstm_weights(graph, node)
     x_scale = tensors[node.inputs[0]].scale
     hidden = r.shape[2]
     parts = []
     for d in range(w.shape[0]):
-        h_scale = tensors[execute.lstm_tensor(node, d, "h")].scale
+        h_scale = tensors[reference.lstm_tensor(node, d, "h")].scale
         rows = np.concatenate([w[d] * x_scale, r[d] * h_scale], axis=1)
         gates = [quantize_weights(
             rows[k * hidden:(k + 1) * hidden], bias[d, k * hidden:(k + 1) * hidden], 1.0,
-            tensors[execute.lstm_tensor(node, d, f"pre_{gate}")].scale)
+            tensors[reference.lstm_tensor(node, d, f"pre_{gate}")].scale)
             for k, gate in enumerate("iofg")]
         parts.append([np.concatenate([getattr(g, part) for g in gates])
                       for part in LAYER_PARTS])
@@ -670,7 +670,7 @@ class Accuracy(dict[str, float]):
 
 def accuracy(qmodel: QuantModel, samples: Sequence[dict[str, np.ndarray]],
              float_outputs: Sequence[dict[str, np.ndarray]] = ()) -> Accuracy:
-    """Per-output cosine similarity of `execute.run` against `execute.run_float`; the
+    """Per-output cosine similarity of `execute.run` against `reference.run_float`; the
     float outputs of the first samples may be given (`Calibration.float_outputs`)."""
     if not samples:
         raise InputError("accuracy needs at least one sample")
@@ -684,7 +684,7 @@ def accuracy(qmodel: QuantModel, samples: Sequence[dict[str, np.ndarray]],
     for index, feeds in enumerate(samples):
         got = execute.run(qmodel, feeds)
         want = (float_outputs[index] if index < len(float_outputs)
-                else execute.run_float(qmodel.graph, feeds))
+                else reference.run_float(qmodel.graph, feeds))
         for name in outputs:
             quant[name].append(got[name].ravel())
             exact[name].append(want[name].ravel())

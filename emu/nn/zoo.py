@@ -383,7 +383,7 @@ class _Interpreter:
         import numpy as np
         from onnx import helper, numpy_helper
 
-        from emu.nn import execute
+        from emu.nn import reference
 
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         ins: list[Any] = [self.get(name) if name else None for name in node.input]
@@ -407,7 +407,7 @@ class _Interpreter:
             high = ins[2] if len(ins) > 2 and ins[2] is not None else np.inf
             outs = [np.clip(x, low, high)]
         elif op == "Sigmoid":
-            outs = [execute.sigmoid(x)]
+            outs = [reference.sigmoid(x)]
         elif op == "HardSigmoid":
             outs = [_hard_sigmoid(x, attrs.get("alpha", 0.2), attrs.get("beta", 0.5))]
         elif op == "HardSwish":  # opset 14: x * HardSigmoid(x) with alpha 1/6
@@ -450,7 +450,7 @@ class _Interpreter:
         elif op == "Unsqueeze":
             outs = [np.expand_dims(x, tuple(int(a) for a in ins[1]))]
         elif op == "Softmax":
-            outs = [execute.softmax(x, attrs.get("axis", -1))]
+            outs = [reference.softmax(x, attrs.get("axis", -1))]
         elif op in ("Identity", "Dropout"):
             outs = [x]
         elif op == "Shape":
@@ -462,7 +462,7 @@ class _Interpreter:
 
     def _window(self, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
                 dilations: Sequence[int] = ()) -> Any:
-        from emu.nn.execute import Geometry
+        from emu.nn.opattrs import Geometry
 
         return Geometry((int(kernel[0]), int(kernel[1])), (int(strides[0]), int(strides[1])),
                         (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])),
@@ -473,7 +473,7 @@ class _Interpreter:
              group: int = 1, kernel_shape: Sequence[int] = (), dilations: Sequence[int] = (),
              ) -> np.ndarray:
         """Conv with explicit pads (no auto_pad)."""
-        from emu.nn.execute import float_conv
+        from emu.nn.reference import float_conv
 
         return float_conv(x, w, b, self._window(w.shape[2:], strides, pads, dilations), group,
                           wrap=self.wrap)
@@ -493,20 +493,20 @@ class _Interpreter:
 
     def maxpool(self, x: np.ndarray, kernel_shape: Sequence[int], strides: Sequence[int],
                 pads: Sequence[int] = (0, 0, 0, 0)) -> np.ndarray:
-        from emu.nn.execute import float_pool
+        from emu.nn.reference import float_pool
 
         return float_pool(x, self._window(kernel_shape, strides, pads), "max", wrap=self.wrap)
 
     def averagepool(self, x: np.ndarray, kernel_shape: Sequence[int], strides: Sequence[int],
                     pads: Sequence[int] = (0, 0, 0, 0)) -> np.ndarray:
-        from emu.nn.execute import float_pool
+        from emu.nn.reference import float_pool
 
         return float_pool(x, self._window(kernel_shape, strides, pads), "average",
                           wrap=self.wrap)
 
     def lrn(self, x: np.ndarray, size: int, alpha: float = 1e-4, beta: float = 0.75,
             bias: float = 1.0) -> np.ndarray:
-        from emu.nn.execute import lrn
+        from emu.nn.reference import lrn
 
         return lrn(x, size, alpha, beta, bias)
 

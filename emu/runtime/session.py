@@ -28,7 +28,7 @@ import itertools
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
@@ -37,6 +37,9 @@ from emu.errors import EmuError, HostThreadError, SimulationError
 from emu.runtime.host import HostThread, MainThread, SpawnedThread, WaitResult, current_fiber
 from emu.soc.config import SocConfig, load_config
 from emu.soc.sched import ANY_CORE, PRIORITY_HIGHEST, PRIORITY_LOWEST
+
+if TYPE_CHECKING:
+    from emu.runtime.dnn_engine import DnnEngine
 
 
 class WrongThread(EmuError):
@@ -68,6 +71,8 @@ class Session:
         self._callback_backlog = 0  # callbacks due (their event happened) and not yet run
         self._callbacks_drained = self.soc.env.event()
         self._serial_numbers = itertools.count(1)
+        # hbDNN's tasks, plugin layers and worker threads (`dnn_engine.engine` makes it)
+        self.dnn: DnnEngine | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"at {self.now_ps} ps"
@@ -109,6 +114,7 @@ class Session:
         if self.closed:
             return
         self.closed = True
+        self.dnn = None  # nothing of hbDNN outlives the session
         for thread in self.threads:
             if isinstance(thread, SpawnedThread):
                 thread.kill()

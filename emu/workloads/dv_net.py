@@ -36,7 +36,7 @@ The results (JSON-ready): per command its name, kind, the graph nodes it covers,
 time on the device (`command_times_ps`); the driver's `dmp_dv_cmdlist_get_last_exec_time`;
 the simulated time from exec to the wait's return; the output's top-5 (for a vector); and
 the cosine similarity and largest absolute difference of the output against the float32
-reference (`emu.nn.execute.run_float` on the float32 input), an honest check of the FP16
+reference (`emu.nn.reference.run_float` on the float32 input), an honest check of the FP16
 device. The device output's FP16 bytes (NCHW order) are summarised by their SHA-256.
 """
 
@@ -52,7 +52,7 @@ import onnx
 
 from emu.dv import layout
 from emu.errors import InputError
-from emu.nn import execute, importer
+from emu.nn import execute, importer, opattrs, reference
 from emu.nn.graph import Graph, Node
 from emu.runtime import dmp_dv as dv
 from emu.runtime import dv_commands, session
@@ -126,14 +126,14 @@ def _fp16_bits(value: float) -> int:
     return int(np.array([value], np.float16).view(np.uint16)[0])
 
 
-def _window(node: Node, kernel: tuple[int, int], in_hw: tuple[int, int]) -> execute.Geometry:
+def _window(node: Node, kernel: tuple[int, int], in_hw: tuple[int, int]) -> opattrs.Geometry:
     try:
-        return execute.geometry(node, kernel, in_hw)
+        return opattrs.geometry(node, kernel, in_hw)
     except InputError as exc:
         raise _refuse(node, str(exc)) from None
 
 
-def _bytes_fit(node: Node, win: execute.Geometry, what: str) -> None:
+def _bytes_fit(node: Node, win: opattrs.Geometry, what: str) -> None:
     values = (*win.pads, *win.stride, *win.dilation)
     if min(values) < 0 or max(values) > BYTE or min(win.stride) < 1:
         raise _refuse(node, f"{what} pads {win.pads}, strides {win.stride} or dilations "
@@ -149,7 +149,7 @@ def _pool_fields(graph: Graph, node: Node, shape: tuple[int, int, int], limits: 
         raise _refuse(node, "the Indices output")
     if node.op == "GlobalAveragePool":
         kernel = (h, w)
-        win = execute.Geometry(kernel, (1, 1), (0, 0, 0, 0), (1, 1))
+        win = opattrs.Geometry(kernel, (1, 1), (0, 0, 0, 0), (1, 1))
     else:
         kernel_shape = tuple(int(k) for k in a.get("kernel_shape", ()))
         if len(kernel_shape) != 2:
@@ -491,12 +491,12 @@ def run_arrays(model: onnx.ModelProto | bytes | str | Path, input: np.ndarray | 
             dv.dmp_dv_cmdlist_release(cmdlist)
         memory.release()
         dv.dmp_dv_context_release(ctx)
-    reference = execute.run_float(graph, {graph.inputs[0]: x})[graph.outputs[0]]
+    expected = reference.run_float(graph, {graph.inputs[0]: x})[graph.outputs[0]]
     shown = network.cpu_ops[0].inputs[0] if network.cpu_ops else graph.outputs[0]
     final = out.astype(np.float32).reshape(graph.tensors[shown].shape)
     for node in network.cpu_ops:
-        final = execute.float_node(graph, node, [final])[0]
-    results["output"].update(_summary(final, reference))
+        final = reference.float_node(graph, node, [final])[0]
+    results["output"].update(_summary(final, expected))
     results["seed"] = seed
     return results, out
 
@@ -575,7 +575,7 @@ def _summary(final: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
     got = final.astype(np.float64).ravel()
     want = reference.astype(np.float64).ravel()
     doc: dict[str, Any] = {
-        "check": {"reference": "float32 (emu.nn.execute.run_float on the float32 input)",
+        "check": {"reference": "float32 (emu.nn.reference.run_float on the float32 input)",
                   "cosine": execute.cosine_similarity(got, want),
                   "max_abs_diff": float(np.max(np.abs(got - want))) if got.size else 0.0,
                   "max_abs_reference": float(np.max(np.abs(want))) if want.size else 0.0},

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from emu.errors import InputError
-from emu.nn import compiler, execute, importer, placement, quantize, zoo
+from emu.nn import compiler, execute, importer, placement, quantize, reference, zoo
 from emu.nn.graph import Graph, Node, Tensor
 from tests.nn import quant_reference as ref
 
@@ -141,7 +141,7 @@ def test_cpu_ops_between_bpu_segments_convert_at_each_boundary():
         feeds = samples_for(model.graph, 1, seed=100 + seed)[0]
         assert check_bit_exact(model, feeds) == 3
         out = execute.run(model, feeds)
-        exact = execute.run_float(model.graph, feeds)
+        exact = reference.run_float(model.graph, feeds)
         # "y" is a Softmax of 16 values re-quantised to int8 for the BPU Relu: one code is
         # about 1 % of the largest probability, so this toy stays near, not above, 0.99.
         for name in model.graph.outputs:
@@ -186,7 +186,7 @@ def test_run_gives_float32_outputs_and_keeps_its_kernels():
 ])
 def test_bad_feeds_raise_one_line_input_errors(feeds, needle):
     model = quantised(zoo.build("resnet18", input_size=(32, 32)), count=1)
-    for call in (lambda: execute.run(model, feeds), lambda: execute.run_float(model.graph, feeds),
+    for call in (lambda: execute.run(model, feeds), lambda: reference.run_float(model.graph, feeds),
                  lambda: quantize.calibrate(model.graph, model.segments, [feeds])):
         with pytest.raises(InputError, match=r"^[^\n]*$") as error:
             call()
@@ -309,7 +309,7 @@ def test_grid_sample_and_lstm_are_bit_exact_on_the_bpu(int16):
     assert check_bit_exact(model, samples_for(model.graph, 1, seed=3)[0]) == 1
     # J5's list gives LSTM and GridSample no int16: they read and write int8 whatever the rule
     narrow = {n for node in model.graph.nodes if node.op in ("LSTM", "GridSample")
-              for n in (*node.inputs, *node.outputs, *execute.intermediates(model.graph, node))
+              for n in (*node.inputs, *node.outputs, *reference.intermediates(model.graph, node))
               if n in model.tensors}
     assert {model.tensors[n].dtype for n in narrow} == {"int8"}
     if int16 == "always":
@@ -329,7 +329,7 @@ def test_grid_sample_and_lstm_match_the_float_model():
     model = quantised(sampling_and_recurrent_model(), count=4)
     for seed in (11, 12):
         feeds = samples_for(model.graph, 1, seed=seed)[0]
-        got, want = execute.run(model, feeds), execute.run_float(model.graph, feeds)
+        got, want = execute.run(model, feeds), reference.run_float(model.graph, feeds)
         # not "picked": a nearest sample of a map without spatial correlation changes
         # wholesale when its int8 coordinate rounds to the neighbouring pixel
         for name in set(model.graph.outputs) - {"picked"}:
@@ -351,7 +351,7 @@ def test_emu_s_float_grid_sample_is_onnx_s(mode, padding, align):
     graph = Graph(("x", "grid"), ("y",), (node,), {
         "x": Tensor("x", x.shape, "float32"), "grid": Tensor("grid", grid.shape, "float32"),
         "y": Tensor("y", (2, 3, 6, 7), "float32")}, opset=16 if mode == "bilinear" else 20)
-    (got,) = execute.float_node(graph, node, [x, grid])
-    (want,) = execute.reference_node(20, Node("gs", "GridSample", ("x", "grid"), ("y",), {
+    (got,) = reference.float_node(graph, node, [x, grid])
+    (want,) = reference.reference_node(20, Node("gs", "GridSample", ("x", "grid"), ("y",), {
         **node.attrs, "mode": "linear" if mode == "bilinear" else mode}), [x, grid])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

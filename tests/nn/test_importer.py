@@ -227,9 +227,9 @@ def _against_onnxruntime(model: onnx.ModelProto, shape: list[int]) -> Graph:
     ort = pytest.importorskip("onnxruntime")
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     graph = importer.compile_graph(importer.load(model))
-    from emu.nn import execute
+    from emu.nn import reference
 
-    got = execute.run_float(graph, {"x": x})
+    got = reference.run_float(graph, {"x": x})
     session = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     for name, want in zip(graph.outputs, session.run(None, {"x": x}), strict=True):

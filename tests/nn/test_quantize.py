@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from emu.errors import InputError
 from emu.nn import execute, importer, placement, quantize, zoo
+from emu.nn import reference as nn_reference
 from tests.nn import calibration_reference as reference
 from tests.nn.test_execute import quantised, samples_for
 
@@ -52,8 +53,8 @@ def test_calibration_is_max_abs_and_the_median_of_nonzero_magnitudes():
     for feeds in samples:
         run = {**feeds}
         for node in graph.nodes:
-            run.update(zip(node.outputs, execute.float_node(
-                graph, node, execute.node_inputs(graph, node, run)), strict=True))
+            run.update(zip(node.outputs, nn_reference.float_node(
+                graph, node, nn_reference.node_inputs(graph, node, run)), strict=True))
         values.append(run[hidden].astype(np.float64))
     every = np.concatenate([v.ravel() for v in values])
     stats = calibration.stats[hidden]
@@ -180,7 +181,7 @@ def test_a_square_of_a_feature_map_runs_on_the_bpu_within_a_code():
     samples = samples_for(graph, 1, seed=0)
     qmodel = quantize.quantize(graph, segments, quantize.calibrate(graph, segments, samples))
     got = execute.run(qmodel, samples[0])["y"]
-    want = execute.run_float(graph, samples[0])["y"]
+    want = nn_reference.run_float(graph, samples[0])["y"]
     # h's rounding (half a code of h, times 2|h|) and y's own: a few codes of y at most
     assert np.abs(got - want).max() <= 3 * qmodel.tensors["y"].scale
 
@@ -440,13 +441,13 @@ def _cpu_head_bpu_conv_cpu_tail() -> onnx.ModelProto:
 
 def _recording_float_node(monkeypatch) -> list[str]:
     ran: list[str] = []
-    real = execute.float_node
+    real = nn_reference.float_node
 
     def float_node(graph, node, ins, *args, **kwargs):
         ran.append(node.op)
         return real(graph, node, ins, *args, **kwargs)
 
-    monkeypatch.setattr(execute, "float_node", float_node)
+    monkeypatch.setattr(nn_reference, "float_node", float_node)
     return ran
 
 
@@ -486,7 +487,7 @@ def test_a_model_with_nothing_on_the_bpu_calibrates_nothing_and_is_exact(monkeyp
     assert quantize.accuracy(qmodel, samples) == {"y": 1.0}
     for feeds in samples:  # what the accuracy check no longer runs: the same float code
         assert execute.run(qmodel, feeds)["y"].tobytes() == \
-            execute.run_float(graph, feeds)["y"].tobytes()
+            nn_reference.run_float(graph, feeds)["y"].tobytes()
 
 
 def test_calibration_keeps_the_float_outputs_the_accuracy_check_would_compute(monkeypatch):
@@ -501,7 +502,7 @@ def test_calibration_keeps_the_float_outputs_the_accuracy_check_would_compute(mo
     assert len(calibration.float_outputs) == 2
     for feeds, kept in zip(samples, calibration.float_outputs, strict=False):
         assert kept.keys() == {"y"}
-        assert kept["y"].tobytes() == execute.run_float(graph, feeds)["y"].tobytes()
+        assert kept["y"].tobytes() == nn_reference.run_float(graph, feeds)["y"].tobytes()
     qmodel = quantize.quantize(graph, segments, calibration)
     ran.clear()
     given = quantize.accuracy(qmodel, samples, calibration.float_outputs)

@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from emu.nn import compiler, execute, zoo
+from emu.nn import compiler, reference, zoo
 from emu.soc.config import load_config
 
 skimage = pytest.importorskip("skimage", reason="scikit-image (a test extra) ships the photos")
@@ -75,7 +75,7 @@ def assert_float_top5(model: compiler.CompiledModel, bgr: np.ndarray,
     classes (their order may differ: the seeded, untrained weights give close scores, which
     int8 reorders) with scores near the float ones."""
     (name,), (out,) = model.graph.inputs, model.graph.outputs
-    logits = execute.run_float(model.graph, {name: nv12(bgr)})[out].reshape(-1)
+    logits = reference.run_float(model.graph, {name: nv12(bgr)})[out].reshape(-1)
     want = np.argsort(-logits, kind="stable")[:5]
     assert {i for i, _ in top} == set(want.tolist())
     scores = np.array([s for _, s in top])

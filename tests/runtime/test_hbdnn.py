@@ -279,3 +279,28 @@ def test_the_c_style_two_model_example_runs_and_its_timeline_is_deterministic(
     out = runs[0][0]
     assert "16 inferences from 8 threads" in out
     assert "model mobilenetv2" in out and "model resnet18" in out
+
+
+def test_a_closed_session_that_ran_inference_is_freed(model_file):
+    """hbDNN's state of a session (its tasks, plugin layers, worker threads) lives in the
+    session's one `dnn` slot: once the session is closed and dropped, nothing keeps it
+    alive (issue 28: a module-level pool of workers kept every such session)."""
+    import gc
+    import weakref
+
+    def run() -> weakref.ref:
+        with session.Session() as sess:
+            packed = _load(model_file)
+            rc, handle = dnn.hbDNNGetModelHandle(packed, "seg")
+            assert rc == 0
+            rc, task = _infer(handle, _tensors(handle, False), _tensors(handle, True))
+            assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
+            assert sess.dnn is not None and sess.dnn.tasks_alive == 1
+            assert any(t.name.startswith("hbDNN.worker") for t in sess.threads)
+            assert dnn.hbDNNReleaseTask(task) == 0 and dnn.hbDNNRelease(packed) == 0
+        assert sess.dnn is None
+        return weakref.ref(sess)
+
+    ref = run()
+    gc.collect()
+    assert ref() is None

@@ -11,9 +11,9 @@ import pytest
 
 from emu import sleep_ms
 from emu.errors import InputError
-from emu.nn import compiler, execute, placement, zoo
+from emu.nn import compiler, execute, placement, reference, zoo
+from emu.runtime import dnn_tensors, hbsys, session
 from emu.runtime import hbdnn as dnn
-from emu.runtime import hbsys, session
 from emu.runtime.hbdsp import (
     HB_DSP_INITIALIZE_RPC_CTRL_PARAM,
     hbDSPReleaseTask,
@@ -82,7 +82,7 @@ class _NumpySoftmax:
 
     def forward(self, bottoms, tops):
         _NumpySoftmax.seen.append(bottoms[0].copy())
-        tops[0][...] = execute.softmax(bottoms[0], 1)
+        tops[0][...] = reference.softmax(bottoms[0], 1)
         return 0
 
 
@@ -397,7 +397,7 @@ def test_power_of_two_scales_are_described_as_shifts(monkeypatch, scales, axis, 
                         lambda quant, name: ("int8", np.array(scales), axis))
     props = dnn.hbDNNTensorProperties()
     model = type("Model", (), {"quant": None})()
-    assert dnn._describe_codes(props, model, "out") == 1
+    assert dnn_tensors._describe_codes(props, model, "out") == 1
     assert props.quantizeAxis == (axis or 0)
     if shifts is None:
         assert props.quantiType == dnn.SCALE and props.scale.scaleData == [float(np.float32(0.3))]
@@ -512,7 +512,7 @@ def test_an_output_asked_as_int32_is_its_gemms_accumulators_scaled_per_class(ses
     want = [sum(int(codes[k]) * int(weight[m, k]) for k in range(codes.size))
             + int(layer.bias[m]) for m in range(10)]
     assert got.reshape(-1).tolist() == want
-    floats = execute.run_float(model.graph, {model.graph.inputs[0]: x})[out]
+    floats = reference.run_float(model.graph, {model.graph.inputs[0]: x})[out]
     scales = np.array(props.scale.scaleData, np.float64)
     assert execute.cosine_similarity(got * scales, floats) > 0.99
     assert dnn.hbDNNReleaseTask(task) == 0

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from emu.errors import InputError
 from emu.nn import compiler, execute, resizer
-from emu.runtime import dnn_tasks, session
+from emu.runtime import dnn_engine, session
 from emu.runtime import hbdnn as dnn
 from emu.runtime.hbsys import hbSysAllocCachedMem
 from emu.soc.config import load_config
@@ -264,7 +264,7 @@ def test_a_failure_inside_a_task_is_an_error_code_not_an_exception(monkeypatch, 
     model = _compile((4, 6), "Relu", None, 0)
     path = tmp_path / "m.hbm"
     path.write_bytes(compiler.dumps([model]))
-    real = dnn_tasks.run_bpu
+    real = dnn_engine.run_bpu
 
     def broken(*args, **kwargs):
         raise IndexError("tuple index out of range")
@@ -272,7 +272,7 @@ def test_a_failure_inside_a_task_is_an_error_code_not_an_exception(monkeypatch, 
     with session.Session() as sess:
         handle = _load(model)
         inputs, outputs = _tensors(handle, False), _tensors(handle, True)
-        monkeypatch.setattr(dnn_tasks, "run_bpu", broken)
+        monkeypatch.setattr(dnn_engine, "run_bpu", broken)
         rc, task = _infer(handle, inputs, outputs)
         assert rc == 0
         assert dnn.hbDNNWaitTaskDone(task, 0) == dnn.HB_DNN_RUN_TASK_FAILED
@@ -283,7 +283,7 @@ def test_a_failure_inside_a_task_is_an_error_code_not_an_exception(monkeypatch, 
         with pytest.raises(InputError, match=r"^hbDNNWaitTaskDone \(IndexError: tuple index "
                                              r"out of range\): hbDNN: the task failed"):
             nn_perf.run_perf(path, None, 1, 0, 1, 0)
-        monkeypatch.setattr(dnn_tasks, "run_bpu", real)
+        monkeypatch.setattr(dnn_engine, "run_bpu", real)
         rc, task = _infer(handle, inputs, outputs)
         assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
 

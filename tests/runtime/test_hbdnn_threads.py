@@ -72,6 +72,7 @@ class Job:
     released: bool = False
     released_open: bool = False  # released before it ever started: it never pins again
     callbacks: int = 0
+    callbacks_set_ps: list[int] = field(default_factory=list)  # when each was set
 
     def pins(self) -> bool:
         """Whether it still holds its buffers (queued, running, or an open chain)."""
@@ -345,6 +346,7 @@ class Machine(RuleBasedStateMachine):
         else:
             assert rc == 0
             job.callbacks += 1
+            job.callbacks_set_ps.append(self.sess.now_ps)
 
     def do_misuse(self, k: int, kind: str, _turn: Any) -> None:
         slot = self.slot(k, 0)
@@ -396,7 +398,7 @@ class Machine(RuleBasedStateMachine):
     def the_task_count_is_the_models(self) -> None:
         assert self.alive() <= dnn.MAX_TASKS
         alive = self.alive()
-        assert dnn._TASKS_ALIVE.get(self.sess, 0) == alive
+        assert (self.sess.dnn.tasks_alive if self.sess.dnn else 0) == alive
 
     @invariant()
     def pinned_buffers_are_the_models(self) -> None:
@@ -418,7 +420,10 @@ class Machine(RuleBasedStateMachine):
                 calls = [f for f in self.fired if f[0] is job.handle]
                 if job.handle.completed.processed:
                     assert len(calls) == job.callbacks
-                    assert all(t == job.handle.finished_ps and code == 0 for _, code, t in calls)
+                    # at the completion, or at once when set on a task already done
+                    assert sorted(t for _, _, t in calls) == sorted(
+                        max(job.handle.finished_ps, at) for at in job.callbacks_set_ps)
+                    assert all(code == 0 for _, code, _ in calls)
 
 
 def _nbytes(tensor: Any) -> int:

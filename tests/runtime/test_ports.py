@@ -7,7 +7,7 @@ import onnx
 import onnx.numpy_helper
 import pytest
 
-from emu.nn import compiler, execute, zoo
+from emu.nn import compiler, execute, reference, zoo
 from emu.runtime import session
 from emu.soc.config import load_config
 
@@ -161,7 +161,7 @@ def test_the_yolov8_nv12_port_finds_the_boxes_of_its_outputs_and_they_are_the_fl
     bgr = cv2.imread(str(PHOTOS / "chelsea.png"))  # 451 x 300, not seen by calibration
     src_h, src_w = bgr.shape[:2]
     feeds = {model.graph.inputs[0]: nv12(cv2.resize(bgr, (YOLO_SIZE, YOLO_SIZE)))}
-    floats = execute.run_float(model.graph, feeds)
+    floats = reference.run_float(model.graph, feeds)
     ours = execute.run(model.quant, feeds)  # the int8 model's outputs, dequantised
     # a threshold halfway between two logits the cells take, with 25 or more cells above
     # it, so that the test looks at a few dozen candidates whatever the seeded weights give

@@ -1,11 +1,7 @@
-"""How an hbDNN task runs on the emulated SoC, segment by segment (`emu/runtime/hbdnn.py` is
-the API in front of it).
+"""The segments of an hbDNN task that do not run on the BPU, each on one of the runtime's
+worker threads (`emu/runtime/dnn_engine.py` runs the task and hands them over), and the
+plan of a model's run that they need (its CPU items, its scratch buffer's layout):
 
-A task's models run one after another; each model's segments (`emu/nn/placement.py`) in
-order, each where the compiler put it:
-
-- a BPU subgraph is one task on the BPU cores' queue (`emu/bpu/cores.py`): the model's
-  priority, customId and core, its function calls as the compiler cut them;
 - a CPU segment (input quantize, layout conversion, output dequantize, an op the BPU does not
   run) is CPU work done by one of the runtime's worker threads (host threads of the session,
   one per A55 core, as the board's runtime keeps a thread pool): each item of
@@ -42,37 +38,35 @@ from __future__ import annotations
 
 import math
 import os
-import weakref
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
 
-from emu.bpu import timing
-from emu.bpu.timing import LayerGroup
 from emu.cpu import ops as cpu_ops
 from emu.cpu.cluster import CLEAN, INVALIDATE, CacheMaintenance, CpuWork
+from emu.cpu.work import Stream, stream_work
 from emu.errors import PoolError
 from emu.mem.pool import PoolBuffer
 from emu.nn import estimate as estimate_module
 from emu.nn.estimate import CpuItem
-from emu.nn.execute import Execution, float_node
+from emu.nn.execute import Execution
 from emu.nn.graph import Node
 from emu.nn.preprocess import NV12_WIDTH_ALIGN, aligned_width
+from emu.nn.reference import float_node
 from emu.runtime import session
+from emu.runtime.hbdnn_types import ENV_ENABLE_DSP
 from emu.runtime.hbsys import mem_of
-from emu.soc.sched import ANY_CORE, PRIORITY_LOWEST, CoreSlot, Stage, StageBody, Task
 from emu.vdsp.ops import nn as dsp_nn
 from emu.vdsp.ops.tensor_args import MODE_NONE, MODE_SCALE, TYPE_F32, TYPE_S8, pack
 
 if TYPE_CHECKING:
     from emu.nn.compiler import CompiledModel
-    from emu.runtime.hbdnn import hbDNNTask
+    from emu.runtime.dnn_engine import TaskState
     from emu.runtime.host import HostThread
 
-ENV_ENABLE_DSP = "HB_DNN_ENABLE_DSP"
 _TRUE = ("1", "true", "on", "yes")
 
 
@@ -160,37 +154,12 @@ def free_scratch(model_plan: ModelPlan, sess: session.Session) -> None:
         model_plan.scratch = None
 
 
-# --- the worker threads ----------------------------------------------------------------------
-
-_POOLS: weakref.WeakKeyDictionary[session.Session, simpy.Store] = weakref.WeakKeyDictionary()
-
-
-def submit_host_job(sess: session.Session, job: Callable[[], None]) -> None:
-    """Run `job` on one of the session's runtime worker threads (started on first use, one
-    per A55 core); jobs wait in arrival order for a free worker."""
-    store = _POOLS.get(sess)
-    if store is None:
-        store = simpy.Store(sess.soc.env)
-        _POOLS[sess] = store
-        for k in range(sess.config.cpu.cores):
-            sess.start_daemon(_serve, (sess, store), f"hbDNN.worker{k}", ANY_CORE,
-                              PRIORITY_LOWEST)
-    store.put(job)
-
-
-def _serve(sess: session.Session, store: simpy.Store) -> None:
-    thread = sess.thread()
-    while True:
-        job = thread.idle_until(store.get())
-        job()
-
-
 # --- one segment on a worker thread ----------------------------------------------------------
 
 class SegmentRun:
     """A CPU or DSP segment of one model of a task, run on a worker thread."""
 
-    def __init__(self, sess: session.Session, task: hbDNNTask, model: CompiledModel,
+    def __init__(self, sess: session.Session, task: TaskState, model: CompiledModel,
                  model_plan: ModelPlan, number: int, index: int, ex: Execution | None,
                  buffers: dict[str, PoolBuffer], plugins: dict[str, Callable[[], Any]],
                  done: simpy.Event) -> None:
@@ -225,18 +194,12 @@ class SegmentRun:
 
     def _cpu(self, item: CpuItem) -> None:
         line = self.sess.config.cpu.line_bytes
-        addrs, writes, streams = [], [], []
-        for stream, (tensor, nbytes, is_write) in enumerate(
-                [(t, b, False) for t, b in item.reads] + [(t, b, True) for t, b in item.writes]):
-            base = self._address(tensor, nbytes)
-            lines = np.arange(base, base + nbytes, line, dtype=np.int64)
-            addrs.append(lines)
-            writes.append(np.full(len(lines), is_write))
-            streams.append(np.full(len(lines), stream % 256, np.uint8))
-        work = CpuWork(item.name, cpu_ops.counts(**item.op_counts()))
-        if addrs:  # a view touches no memory
-            work = replace(work, addrs=np.concatenate(addrs), is_write=np.concatenate(writes),
-                           full_line=np.concatenate(writes), streams=np.concatenate(streams))
+        spans = [(t, b, False) for t, b in item.reads] + [(t, b, True) for t, b in item.writes]
+        # Each slot owns its padding to whole lines, so every line a store touches is
+        # written whole (a view touches no memory: no spans).
+        work = stream_work(item.name, cpu_ops.counts(**item.op_counts()), [
+            Stream(self._address(t, b), -(-b // line) * line, store=w, stream_id=k % 256)
+            for k, (t, b, w) in enumerate(spans)], line)
         start = self.thread.now_ps
         self.thread.cpu(work, item.name)
         self._record(item.name, item.op if item.op in ("quantize", "dequantize", "layout", "pad")
@@ -400,81 +363,3 @@ def _dsp_dims(shape: tuple[int, ...], axis: int = 0) -> tuple[tuple[int, ...], i
     if len(shape) <= 4:
         return shape, axis
     return (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])), 1
-
-
-def _bpu_task(sess: session.Session, task: hbDNNTask, model: CompiledModel,
-              model_plan: ModelPlan, number: int, index: int,
-              prefix: Sequence[LayerGroup] = ()) -> Task:
-    """BPU subgraph `index` of a task's model as a task for the BPU queue: its function
-    calls as the compiler cut them, `prefix` (the resizer's layer groups) in the first."""
-    layers = [*prefix, *model_plan.subgraphs[index]]
-    spans = model.function_calls.get(index)
-    if prefix and spans is not None:
-        spans = timing.with_prefix(spans, len(prefix))
-    return sess.soc.bpu.model_task(
-        f"{task.name} m{number} bpu{index}", layers, spans=spans,
-        resident_weights=model_plan.resident, core=task.core, priority=task.priority,
-        custom_id=task.custom_id)
-
-
-BpuPart = tuple["CompiledModel", ModelPlan, int, int, Sequence[LayerGroup]]
-
-
-def run_bpu(sess: session.Session, task: hbDNNTask, parts: Sequence[BpuPart],
-            link: Callable[[Any], None]) -> Generator[simpy.Event, Any, None]:
-    """BPU subgraphs of a task's models as one task on the BPU queue, each part (model,
-    plan, model number, segment index, prefix: the resizer's layer groups, run in the
-    first function call) its function calls as the compiler cut them. Several parts run
-    back to back, as the board's runtime submits models chained with `more`: the core
-    starts the task once (`bpu.task_overhead_ps`) and the CPU hears of it once, at the
-    end. Each part's figures go into the task's report."""
-    soc = sess.soc
-    start = soc.env.now
-    spans: list[list[int]] = []
-    stages: list[Stage] = []
-    for model, model_plan, number, index, prefix in parts:
-        mark = [-1, -1]
-        spans.append(mark)
-        part = _bpu_task(sess, task, model, model_plan, number, index, prefix).stages
-        part[0] = replace(part[0], body=_marked(part[0].body, mark, 0))
-        part[-1] = replace(part[-1], body=_marked(part[-1].body, mark, 1))
-        stages += part
-    name = f"{task.name} bpu" if len(parts) > 1 else \
-        f"{task.name} m{parts[0][2]} bpu{parts[0][3]}"
-    bpu_task = Task(name, stages, priority=task.priority, custom_id=task.custom_id,
-                    core=task.core)
-    link(bpu_task)
-    task.bpu_task = bpu_task
-    yield soc.bpu.submit(bpu_task)
-    task.bpu_task = None
-    if bpu_task.started_ps < 0:  # released while it waited: it never ran
-        return
-    for k, ((_, _, number, index, _), (first, last)) in enumerate(
-            zip(parts, spans, strict=True)):
-        if first < 0:  # the task stopped (released or failed) before this model
-            break
-        # the first part holds the wait in the queue and the task's start on the core
-        began = start if k == 0 else first
-        ended = soc.env.now if last < 0 or k == len(parts) - 1 else last
-        pending = bpu_task.pending_ps if k == 0 else 0
-        task.segments.append({
-            "model": number, "segment": index, "kind": "bpu", "name": f"bpu subgraph {index}",
-            "start_ps": began, "end_ps": ended,
-            "busy_ps": bpu_task.busy_ps if len(parts) == 1 else ended - began - pending,
-            "pending_ps": pending})
-
-
-def _marked(body: int | StageBody, mark: list[int], which: int) -> StageBody:
-    """A stage body that notes when it starts (`which` 0) or ends (1) in `mark`."""
-    def run(slot: CoreSlot) -> Generator[simpy.Event, Any, Any]:
-        if which == 0 and mark[0] < 0:
-            mark[0] = slot.env.now
-        if isinstance(body, int):
-            rest = None
-            yield slot.env.timeout(body)
-        else:
-            rest = yield from body(slot)
-        if which == 1 and rest is None:
-            mark[1] = slot.env.now
-        return rest
-    return run

@@ -46,3 +46,16 @@ def test_the_two_thread_example_shows_priority_on_a_shared_core(tmp_path):
     assert max(latency[255]) <= 1.5 * min(latency[255])
     assert max(latency[255]) < 0.5 * min(latency[0])
     assert (tmp_path / "threads.json").stat().st_size > 0
+
+
+def test_every_repository_path_the_readme_names_exists_and_none_lies_outside():
+    """A reader of the README has the repository and nothing else: every `emu/`, `tests/`,
+    `tools/`, `benchmarks/`, `examples/` or `docs/` path it names exists, and it names no
+    file beside or above the repository (`../`, the project's shared material)."""
+    text = README.read_text()
+    assert "../" not in text and "shared/" not in text
+    root = README.parent
+    named = set(re.findall(r"`((?:emu|tests|tools|benchmarks|examples|docs)/[\w./-]+?)"
+                           r"(?:::[\w\[\]-]+)?`", text))
+    missing = sorted(p for p in named if not (root / p.rstrip("/")).exists())
+    assert named and not missing, missing

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from emu.commands.report import Report, plain
 from emu.options import Option
+from emu.registry import Registry
 
 if TYPE_CHECKING:
     from emu.soc.config import ResolvedConfig
@@ -150,7 +151,7 @@ RESERVED_FLAGS = ("--preset", "--config", "--set", "--json", "--quiet", "--trace
                   "--help")
 _NOT_ARGUMENTS = {"preset", "config", "overrides", "json", "trace", "quiet"}
 
-_REGISTRY: dict[str, Command] = {}
+_REGISTRY: Registry[str, Command] = Registry("command", lambda command: command.name)
 
 
 def trace_path(args: argparse.Namespace) -> Any:
@@ -175,10 +176,7 @@ def write_trace(path: Any, recordings: Sequence[tuple[str, Any]],
 
 def register(command: Command) -> Command:
     """Add a command to the registry (each name once)."""
-    if command.name in _REGISTRY:
-        raise ValueError(f"command {command.name!r} is registered already")
-    _REGISTRY[command.name] = command
-    return command
+    return _REGISTRY.add(command)
 
 
 def commands() -> list[Command]:

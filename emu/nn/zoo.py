@@ -99,6 +99,7 @@ from typing import TYPE_CHECKING, Any
 
 from emu import __version__
 from emu.errors import InputError
+from emu.registry import Registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,14 +130,12 @@ class Entry:
     classes: int | None = None  # classifier outputs by default; None: not a setting
 
 
-_REGISTRY: dict[str, Entry] = {}
+_REGISTRY: Registry[str, Entry] = Registry("zoo model", lambda entry: entry.name)
 
 
 def _register(entry: Entry) -> None:
     """The one way into the zoo."""
-    if entry.name in _REGISTRY:
-        raise ValueError(f"zoo model {entry.name!r} is registered already")
-    _REGISTRY[entry.name] = entry
+    _REGISTRY.add(entry)
 
 
 def _network(name: str, description: str, input_size: tuple[int, int], stride: int,
@@ -154,7 +153,7 @@ def _network(name: str, description: str, input_size: tuple[int, int], stride: i
 def entries() -> list[Entry]:
     """Every network of the zoo: the built ones, then the onnx test-data topologies."""
     _register_onnx_test_models()
-    return list(_REGISTRY.values())
+    return _REGISTRY.values()
 
 
 def names() -> list[str]:
@@ -164,9 +163,10 @@ def names() -> list[str]:
 def entry(name: str) -> Entry:
     """The zoo model `name`, or InputError listing the names."""
     _register_onnx_test_models()
-    if name not in _REGISTRY:
+    found = _REGISTRY.get(name)
+    if found is None:
         raise InputError(f"zoo model {name!r}: unknown; the zoo has {', '.join(names())}")
-    return _REGISTRY[name]
+    return found
 
 
 def check(name: str, input_size: Sequence[int] | None = None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from emu.options import Option
+from emu.registry import Registry
 
 __all__ = ["Option", "Scenario", "register", "scenarios"]
 
@@ -35,18 +36,15 @@ class Scenario:
     reports: tuple[str, ...] = ("stats.**",)
 
 
-_REGISTRY: dict[str, Scenario] = {}
+_REGISTRY: Registry[str, Scenario] = Registry("scenario", lambda scenario: scenario.name)
 
 
 def register(scenario: Scenario) -> Scenario:
-    if scenario.name in _REGISTRY:
-        raise ValueError(f"scenario {scenario.name!r} is registered already")
-    _REGISTRY[scenario.name] = scenario
-    return scenario
+    return _REGISTRY.add(scenario)
 
 
 def scenarios() -> list[Scenario]:
-    return [_REGISTRY[name] for name in sorted(_REGISTRY)]
+    return sorted(_REGISTRY.values(), key=lambda scenario: scenario.name)
 
 
 CAMERAS = register(Scenario(

@@ -121,13 +121,14 @@ def test_scenario_cameras_reports_p99_and_misses_and_sync_uses_both_bpu_cores(ca
     assert min(reports[True]["stats"]["bpu"]["utilisation"]) > 0
 
 
-def test_scenarios_come_from_one_registry(monkeypatch, capsys):
+def test_scenarios_come_from_one_registry(request, capsys):
     from emu.workloads import scenarios
 
     stub = scenarios.Scenario("stub", "sleeps; a test's scenario", "tests.cli.scenario_stub",
                               (scenarios.Option("ms", float, 1.0, "how long", (0, 1e6)),
                                scenarios.Option("loud", bool, False, "a switch")))
-    monkeypatch.setitem(scenarios._REGISTRY, "stub", stub)
+    scenarios.register(stub)
+    request.addfinalizer(lambda: scenarios._REGISTRY.remove("stub"))
     code, out, _ = _run(capsys, "list", "--json")
     assert {"kind": "scenario", "name": "stub", "description": stub.description} in \
         json.loads(out)

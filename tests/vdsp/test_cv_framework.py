@@ -151,7 +151,7 @@ def _shifted_copy(img, mode, halo=2, value=77):
         with Session("j5"):
             return dsp_cv.run_op(cv.cv_operator("shifted_copy"), [img], op.defaults())
     finally:
-        registry._REGISTRY.pop(0x8FF)
+        registry._REGISTRY.remove(0x8FF)
         cv._CV.pop("shifted_copy")
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
+from emu.registry import Registry
 from emu.soc.sched import CoreSlot, StageBody
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class Operator:
     run: OperatorBody
 
 
-_REGISTRY: dict[int, Operator] = {}
+_REGISTRY: Registry[int, Operator] = Registry("operator command id", lambda op: op.cmd)
 
 
 def cmd_range(cmd: int) -> str | None:
@@ -65,17 +66,17 @@ def register(op: Operator, *, builtin: bool = False) -> Operator:
     if not builtin and kind != "custom":
         raise ValueError(f"operator {op.name}: command id {op.cmd:#x} is in the {kind} range; "
                          f"user operators take 0x1000-0xFFFF")
-    if op.cmd in _REGISTRY:
+    taken = _REGISTRY.get(op.cmd)
+    if taken is not None:
         raise ValueError(f"operator {op.name}: command id {op.cmd:#x} is taken by "
-                         f"{_REGISTRY[op.cmd].name}")
-    _REGISTRY[op.cmd] = op
-    return op
+                         f"{taken.name}")
+    return _REGISTRY.add(op)
 
 
 def unregister(cmd: int) -> None:
     """Remove a user operator (built-in ones stay)."""
     if cmd_range(cmd) == "custom":
-        _REGISTRY.pop(cmd, None)
+        _REGISTRY.remove(cmd)
 
 
 def lookup(cmd: int) -> Operator | None:
@@ -85,7 +86,7 @@ def lookup(cmd: int) -> Operator | None:
 
 def operators() -> list[Operator]:
     _load_builtins()
-    return [_REGISTRY[cmd] for cmd in sorted(_REGISTRY)]
+    return sorted(_REGISTRY.values(), key=lambda op: op.cmd)
 
 
 def _load_builtins() -> None:

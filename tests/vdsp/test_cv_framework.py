@@ -152,7 +152,7 @@ def _shifted_copy(img, mode, halo=2, value=77):
             return dsp_cv.run_op(cv.cv_operator("shifted_copy"), [img], op.defaults())
     finally:
         registry._REGISTRY.remove(0x8FF)
-        cv._CV.pop("shifted_copy")
+        cv._CV.remove("shifted_copy")
 
 
 @pytest.mark.parametrize("mode", BORDER_MODES)

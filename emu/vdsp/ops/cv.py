@@ -33,6 +33,7 @@ import numpy.typing as npt
 import simpy
 
 from emu.errors import DspError
+from emu.registry import Registry
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import Operator, cv_kernels, register
@@ -210,7 +211,7 @@ class CvOp:
         return {p.name: p.default for p in self.params}
 
 
-_CV: dict[str, CvOp] = {}
+_CV: Registry[str, CvOp] = Registry("CV operator", lambda op: op.name)
 
 
 def define(op: CvOp) -> CvOp:
@@ -218,8 +219,7 @@ def define(op: CvOp) -> CvOp:
     if op.name in _CV:
         raise ValueError(f"CV operator {op.name} is defined twice")
     register(Operator(op.cmd, op.name, op.description, _body(op)), builtin=True)
-    _CV[op.name] = op
-    return op
+    return _CV.add(op)
 
 
 def cv_operators() -> list[CvOp]:
@@ -231,7 +231,8 @@ def cv_operators() -> list[CvOp]:
 
 
 def cv_operator(name: str) -> CvOp | None:
-    return next((op for op in cv_operators() if op.name == name), None)
+    cv_operators()  # loads the built-in operator modules
+    return _CV.get(name)
 
 
 def _body(op: CvOp) -> Callable[..., Generator[simpy.Event, Any, StageBody | None]]:

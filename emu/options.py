@@ -118,3 +118,19 @@ def span(bounds: tuple[float, float]) -> str:
 
 def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def assignment(text: str) -> tuple[str, str]:
+    """A converter: NAME=VALUE as (name, value); the value may be empty, the name not."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise ValueError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def names(text: str) -> list[str]:
+    """A converter: names separated by commas (at least one; blanks around them dropped)."""
+    found = [n.strip() for n in text.split(",") if n.strip()]
+    if not found:
+        raise ValueError(f"expected names separated by commas, got {text!r}")
+    return found

@@ -13,8 +13,9 @@ preset, config file, overrides, what they changed, the seed). The results sit at
 scenario's results are its `results` and `stats`. `wall_clock` holds figures of the host's
 own time, and what else a run did that the next identical run need not (the points a sweep
 took from its store): they differ from run to run, so they are never compared (`emu
-compare`), hashed or stored as metrics; `without_wall_clock(doc)` drops them. A command whose public contract
-has a wall-clock key at the top (`pointcloud`'s `wall_s`) repeats it there.
+compare`), hashed or stored as metrics; `without_wall_clock(doc)` drops them. A command
+whose public contract has a wall-clock key at the top (`pointcloud`'s `wall_s`) repeats it
+there.
 
 A command that simulates nothing (`list`, `ops`, `zoo list`) has no `preset`, `provenance`
 or `config`; `config show`, whose results are the configuration, has no second copy of it

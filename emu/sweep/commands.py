@@ -275,7 +275,8 @@ def compare_words(words: list[str]) -> argparse.Namespace:
 def compare_work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
     from emu.sweep import compare
 
-    return Outcome(compare.compare(*args.sides, args.run))
+    a, b = args.sides
+    return Outcome(compare.compare(a, b, args.run))
 
 
 def compare_text(report: Report) -> str:

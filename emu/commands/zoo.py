@@ -12,6 +12,7 @@ from typing import Any
 
 from emu.commands import Command, Outcome, Progress, register
 from emu.commands.dv import ZOO_SIDE, zoo_size
+from emu.commands.info import TERMINAL_COLUMNS
 from emu.commands.report import Report
 from emu.options import SEEDS, Option
 
@@ -48,7 +49,8 @@ def list_text(report: Report) -> str:
              "x".join(map(str, s["inputs"][0]["shape"])), len(s["outputs"]),
              s["params"] / 1e6, s["macs"] / 1e9) for s in report["models"]]
     return render(["name", "network", "input", "outputs", "M weights", "GMACs"], rows,
-                  title="emu zoo: networks built on the spot (emu zoo export NAME -o FILE.onnx)")
+                  title="emu zoo: networks built on the spot (emu zoo export NAME -o FILE.onnx)",
+                  width=TERMINAL_COLUMNS, wrap=(1,))
 
 
 def export_work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:

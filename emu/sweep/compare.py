@@ -157,6 +157,8 @@ def parse(words: Sequence[str]) -> tuple[argparse.Namespace, Side, Side, list[st
     # hardware and the output form itself, a file written by both runs would hold only B's,
     # and a command's help is no report (`emu COMMAND --help` shows it).
     named = commands.find(command)
+    if named is not None and not named.hardware:  # `list`, `zoo`, `sweep run`, itself...
+        raise InputError(f"emu compare: {named.name} takes no hardware: nothing to compare")
     reserved = named.reserved if named is not None else commands.RESERVED_FLAGS
     for word in command:
         if word.split("=")[0] in reserved:

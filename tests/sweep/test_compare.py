@@ -115,6 +115,8 @@ def test_leaves_pair_numbers_by_path():
     (["--b-preset", "nope", "--", *DSP], "side B: .*nope"),
     (["--bogus", "--", *DSP], "emu compare: unrecognized arguments: --bogus"),
     ([*CLOCKS, "--", "dsp", "softmax", "--shape", "x"], "side A .*--shape"),
+    ([*CLOCKS, "--", "list"], "list takes no hardware: nothing to compare"),
+    ([*CLOCKS, "--", "sweep", "run", "x.toml"], "sweep run takes no hardware"),
 ])
 def test_mistakes_are_one_line_and_exit_2(capsys, words, message):
     import re

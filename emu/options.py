@@ -9,7 +9,8 @@ nothing heavy because options are plain data.
 Kinds: `int` and `float` (with `bounds`: values outside are refused naming the flag and the
 range; they are typing mistakes, or runs that would not end or not fit in memory), `bool`
 (a switch, off by default), `str` (free text, or one of `choices`), or any other callable
-given as `parse` (text -> value, raising ValueError with what was expected).
+given as `parse` (text -> value, raising ValueError with what was expected: `assignment`
+for NAME=VALUE, `names` for a list separated by commas, or a command's own).
 """
 
 from __future__ import annotations

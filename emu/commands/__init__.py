@@ -18,6 +18,13 @@ collect as metrics) and the options naming files it writes. Each command module 
 its commands with `register` when it is imported; `commands()` imports them all. Nothing
 heavy is imported until a command runs, so `emu --help` stays instant.
 
+Commands that differ say so as data: `hardware=False` (it simulates nothing: no hardware
+options, no provenance or configuration in its report: `list`, `ops`, `zoo`, `sweep show`),
+`embed_config=False` (its results are the configuration: `config show`), `configure` (the
+one hardware a command without the hardware options describes: `sweep run`'s spec's base
+hardware) and `parse_words` (a command line the option builder cannot express: `compare`'s
+`-- COMMAND ARGS`). A report whose run failed in part is `Report.failed` (`Outcome.failed`).
+
 `run` does the whole of the work, output files included, and never prints: what a run has
 to say beside its results is in `Report.messages`. The envelope of the report (what
 produced it, the resolved configuration, the wall-clock part) is made by `Command.run`

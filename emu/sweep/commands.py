@@ -11,7 +11,7 @@ the `metrics`, the swept command and its arguments under `scenario`, and the swe
 (`sweep`); its envelope describes the spec's base hardware (`Command.configure`). Which
 points came from the store differs from run to run, so it is in the wall-clock part
 (`points_from_store`). A failed point is a message ("point K failed: ...") and makes the
-report `failed` (exit status 1) after the table; the points that ran are stored.
+report `failed` (exit status 1); the points that ran are stored.
 
 `show`, `export` and `plot` read a sweep back from its store and run nothing (a point not
 stored yet shows as missing): a table, a CSV or Parquet file (`emu.sweep.outputs`), a chart
@@ -288,9 +288,9 @@ def compare_text(report: Report) -> str:
 SWEEP_RUN = register(Command(
     "sweep run", "run a sweep spec (TOML) and print each point's metrics",
     "Check the whole spec, then run each point not already in the store; each finished "
-    "point is stored at once, so a killed sweep loses none. Points that fail are listed "
-    "after the table (on stderr), and the exit status is 1.", RUN_OPTIONS, run_work,
-    run_text, hardware=False, progress=True, configure=base_hardware,
+    "point is stored at once, so a killed sweep loses none. Points that fail are listed on "
+    "stderr, one line each, and the exit status is 1 (the points that ran are stored).",
+    RUN_OPTIONS, run_work, run_text, hardware=False, progress=True, configure=base_hardware,
     label=lambda args: "sweep"))
 
 SWEEP_SHOW = register(Command(

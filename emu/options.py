@@ -9,7 +9,8 @@ nothing heavy because options are plain data.
 Kinds: `int` and `float` (with `bounds`: values outside are refused naming the flag and the
 range; they are typing mistakes, or runs that would not end or not fit in memory), `bool`
 (a switch, off by default), `str` (free text, or one of `choices`), or any other callable
-given as `parse` (text -> value, raising ValueError with what was expected).
+given as `parse` (text -> value, raising ValueError with what was expected: `assignment`
+for NAME=VALUE, `names` for a list separated by commas, or a command's own).
 """
 
 from __future__ import annotations
@@ -118,3 +119,19 @@ def span(bounds: tuple[float, float]) -> str:
 
 def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def assignment(text: str) -> tuple[str, str]:
+    """A converter: NAME=VALUE as (name, value); the value may be empty, the name not."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise ValueError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def names(text: str) -> list[str]:
+    """A converter: names separated by commas (at least one; blanks around them dropped)."""
+    found = [n.strip() for n in text.split(",") if n.strip()]
+    if not found:
+        raise ValueError(f"expected names separated by commas, got {text!r}")
+    return found

@@ -31,7 +31,7 @@ ALLOWED = {
     "nn": {"soc", "bpu", "cpu"},
     "commands": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report",
                  "nn", "dv"},
-    "cli": {"soc", "report", "commands", "sweep", "workloads", "mem", "nn", "vdsp"},
+    "cli": {"report", "commands"},
     "sweep": {"soc", "report", "commands"},
     "dnn": {"runtime"},
 }

@@ -18,6 +18,13 @@ collect as metrics) and the options naming files it writes. Each command module 
 its commands with `register` when it is imported; `commands()` imports them all. Nothing
 heavy is imported until a command runs, so `emu --help` stays instant.
 
+Commands that differ say so as data: `hardware=False` (it simulates nothing: no hardware
+options, no provenance or configuration in its report: `list`, `ops`, `zoo`, `sweep show`),
+`embed_config=False` (its results are the configuration: `config show`), `configure` (the
+one hardware a command without the hardware options describes: `sweep run`'s spec's base
+hardware) and `parse_words` (a command line the option builder cannot express: `compare`'s
+`-- COMMAND ARGS`). A report whose run failed in part is `Report.failed` (`Outcome.failed`).
+
 `run` does the whole of the work, output files included, and never prints: what a run has
 to say beside its results is in `Report.messages`. The envelope of the report (what
 produced it, the resolved configuration, the wall-clock part) is made by `Command.run`
@@ -44,10 +51,12 @@ __all__ = ["Command", "Outcome", "Report", "commands", "get", "register", "run",
 
 Progress = Callable[[int, int, str], None]
 
-# The modules that register commands, imported on first use of the registry.
+# The modules that register commands, imported on first use of the registry. The sweep's
+# commands run other commands through this layer, so they live above it, in the sweep
+# package, and are registered by name like the rest.
 _MODULES = ("emu.commands.pointcloud", "emu.commands.calibrate", "emu.commands.dsp",
-            "emu.commands.dsp_cv", "emu.commands.nn",
-            "emu.commands.dv")
+            "emu.commands.dsp_cv", "emu.commands.nn", "emu.commands.dv", "emu.commands.zoo",
+            "emu.commands.info", "emu.sweep.commands")
 
 
 @dataclass(frozen=True)
@@ -56,9 +65,10 @@ class Outcome:
 
     results: dict[str, Any]
     seed: int | None = None
-    wall_clock: dict[str, float] = field(default_factory=dict)
+    wall_clock: dict[str, Any] = field(default_factory=dict)
     messages: tuple[str, ...] = ()
     written: tuple[str, ...] = ()  # the files and folders the run wrote
+    failed: bool = False  # the run finished but part of it failed (a sweep's points): exit 1
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,15 @@ class Command:
     sweepable: bool = False         # a sweep or `emu compare` may run it
     usage: str | None = None
     epilog: str | None = None
+    # The report's envelope repeats the resolved configuration (`config show`: its results
+    # are the configuration, so the envelope leaves it out rather than hold it twice).
+    embed_config: bool = True
+    # The configuration a command without the hardware options describes its report with
+    # (`sweep run`: its spec's base hardware), from its parsed arguments; or None.
+    configure: Callable[[argparse.Namespace], ResolvedConfig] | None = None
+    # A command line the option builder cannot express (`compare`: options, `--`, then
+    # another command's words) parsed and checked by the command itself; or None.
+    parse_words: Callable[[list[str]], argparse.Namespace] | None = None
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -109,6 +128,8 @@ class Command:
     def parse(self, words: Sequence[str]) -> argparse.Namespace:
         """Its arguments parsed and checked for form; UsageError (one line) if they are
         not (emu.commands.parse)."""
+        if self.parse_words is not None:
+            return self.parse_words(list(words))
         from emu.commands import parse
 
         return parse.parse_args(self, list(words))
@@ -116,6 +137,8 @@ class Command:
     def resolve(self, args: argparse.Namespace) -> ResolvedConfig | None:
         """The configuration its arguments select (None for a command that does not
         simulate); ConfigError naming the key for a bad one."""
+        if self.configure is not None:
+            return self.configure(args)
         if not self.hardware:
             return None
         from emu.soc.config import load_config
@@ -131,13 +154,14 @@ class Command:
             from emu.report.document import provenance as make_provenance
 
             provenance = make_provenance(resolved, outcome.seed)
-            config = resolved.to_dict()
+            config = resolved.to_dict() if self.embed_config else None
         return Report(command=self.name, arguments=self.arguments(args),
                       preset=None if resolved is None else resolved.preset,
                       provenance=provenance, config=config, results=outcome.results,
                       wall_clock=dict(outcome.wall_clock),
                       wall_clock_at_top=self.wall_clock_at_top,
-                      messages=outcome.messages, written=outcome.written)
+                      messages=outcome.messages, written=outcome.written,
+                      failed=outcome.failed)
 
     def arguments(self, args: argparse.Namespace) -> dict[str, Any]:
         """The command's own options as given (the hardware and output ones are in the

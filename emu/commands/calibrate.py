@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from emu.commands import Command, Outcome, Progress, register
+from emu.commands import Command, Outcome, Progress, register, trace_path, write_trace
 from emu.commands.report import Report
 from emu.options import Option
 
@@ -29,10 +29,16 @@ def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> 
     from emu.workloads import bpu_calibration
     from emu.workloads.pointcloud import calibration
 
+    trace = trace_path(args)  # a bad --trace path stops the run before any work
     run = calibration.cross_validation_report if args.cross_validate \
         else calibration.calibration_report
     results = run(args.preset, args.overrides, args.config, progress)
     results["bpu_targets"] = bpu_calibration.report(resolved.soc)
+    if trace is not None:
+        traced = calibration.traced_run(args.preset, args.overrides, args.config)
+        write_trace(trace, [(impl, sess.soc.recorder.recording) for impl, sess in traced],
+                    {"preset": args.preset, "model": "centerpoint",
+                     "frame": "synthetic-0 of the calibration frames"})
     return Outcome(results, CALIBRATION_SEED)
 
 
@@ -71,4 +77,8 @@ CALIBRATE = register(Command(
     "Run the calibration targets (CenterPoint preprocessing, 16 synthetic 300,000-point "
     "frames, seed 0) on the chosen hardware and print each target's measured value, the "
     "prediction and the error, with the statistics of the frames used. The fit itself: "
-    "tools/fit_j5.py.", OPTIONS, work, text, REPORTS, progress=True))
+    "tools/fit_j5.py. --trace: the timeline of the first calibration frame through the CPU "
+    "reference and DSP scheme 2 (the implementations the point-cloud targets time; their "
+    "processes named `cpu ...` and `dsp2 ...`), run again after the targets, each in a fresh "
+    "session as the targets' own first frames were; the CV and BPU targets are not in it.",
+    OPTIONS, work, text, REPORTS, trace=True, progress=True, outputs=("--trace",)))

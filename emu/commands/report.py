@@ -11,9 +11,16 @@ Every command's `--json` document is `Report.document()`:
 preset, config file, overrides, what they changed, the seed). The results sit at the top
 (not under one key) so that every report keeps the keys it had before the envelope; a
 scenario's results are its `results` and `stats`. `wall_clock` holds figures of the host's
-own time: they differ from run to run, so they are never compared (`emu compare`), hashed
-or stored as metrics; `without_wall_clock(doc)` drops them. A command whose public contract
-has a wall-clock key at the top (`pointcloud`'s `wall_s`) repeats it there.
+own time, and what else a run did that the next identical run need not (the points a sweep
+took from its store): they differ from run to run, so they are never compared (`emu
+compare`), hashed or stored as metrics; `without_wall_clock(doc)` drops them. A command
+whose public contract has a wall-clock key at the top (`pointcloud`'s `wall_s`) repeats it
+there.
+
+A command that simulates nothing (`list`, `ops`, `zoo list`) has no `preset`, `provenance`
+or `config`; `config show`, whose results are the configuration, has no second copy of it
+in `config` (`Command.embed_config`). `Report.failed` marks a run that finished but failed
+in part (a sweep's points): the command line exits 1 after printing it.
 """
 
 from __future__ import annotations
@@ -36,12 +43,15 @@ class Report:
     provenance: dict[str, Any] | None
     config: dict[str, Any] | None
     results: dict[str, Any]
-    wall_clock: dict[str, float] = field(default_factory=dict)
+    wall_clock: dict[str, Any] = field(default_factory=dict)
     wall_clock_at_top: tuple[str, ...] = ()
     # What the run has to say beside its results (a frame's points dropped, an input read
     # oddly): one line each, "warning: ..." or "note: ..."; the CLI prints them on stderr.
     messages: tuple[str, ...] = ()
     written: tuple[str, ...] = ()  # the files and folders the run wrote
+    # Part of the run failed though it finished (a sweep's failed points, said in
+    # `messages`): the command line exits 1 after printing the report.
+    failed: bool = False
 
     def document(self) -> dict[str, Any]:
         """The report as its `--json` document: the one envelope."""

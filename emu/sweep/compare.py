@@ -28,9 +28,10 @@ wall-clock part, which differs from run to run), named by its dotted path
 (`cores.0.compute_ms`), with A, B, B-A and B/A; leaves that differ come first (marked `*`),
 then the equal ones unless `--only-different`. Above the table: how the two hardware
 descriptions differ, key by key. `--json` prints one document with both reports, the
-hardware differences and the leaves. A and B that resolve to the same hardware are refused:
-the reports would only differ in wall-clock figures. This module parses, runs and makes the
-document and its text; `emu.cli.sweep` prints them.
+hardware differences and the leaves (in the report envelope, the command and its arguments
+under `scenario`). A and B that resolve to the same hardware are refused: the reports would
+only differ in wall-clock figures. This module parses, runs and makes the results and their
+text; `emu.sweep.commands` declares the command.
 """
 
 from __future__ import annotations
@@ -82,8 +83,6 @@ OPTIONS = (
                                      "--set (repeatable)"))),
     Option("only_different", bool, False, "show only the figures that differ between A and "
                                           "B"),
-    Option("json", bool, False, "one JSON document on stdout: both reports, the hardware "
-                                "differences and every numeric figure"),
 )
 
 
@@ -104,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples: emu compare --a-set vdsp.freq_hz=400MHz --b-set vdsp.freq_hz=1GHz "
                "-- dsp softmax --shape 16,100;  emu compare --set vdsp.freq_hz=400MHz --set "
                "vdsp.freq_hz=1GHz -- dsp softmax")
-    parse_options.add_options(parser, OPTIONS)
+    parse_options.add_options(parser, (*OPTIONS, parse_options.JSON))
     return parser
 
 
@@ -158,6 +157,8 @@ def parse(words: Sequence[str]) -> tuple[argparse.Namespace, Side, Side, list[st
     # hardware and the output form itself, a file written by both runs would hold only B's,
     # and a command's help is no report (`emu COMMAND --help` shows it).
     named = commands.find(command)
+    if named is not None and not named.hardware:  # `list`, `zoo`, `sweep run`, itself...
+        raise InputError(f"emu compare: {named.name} takes no hardware: nothing to compare")
     reserved = named.reserved if named is not None else commands.RESERVED_FLAGS
     for word in command:
         if word.split("=")[0] in reserved:
@@ -270,7 +271,9 @@ def compare(a: Side, b: Side, command: Sequence[str]) -> dict[str, Any]:
     report_a = run_side(a, command)
     report_b = run_side(b, command)
     rows = leaves(results_of(report_a), results_of(report_b))
-    return {"command": list(command),
+    named = commands.find(command)
+    cut = 1 if named is None else len(named.words)
+    return {"scenario": {"command": " ".join(command[:cut]), "args": list(command[cut:])},
             "a": {"preset": a.preset, "config_file": a.config_file,
                   "overrides": list(a.overrides), "report": report_a},
             "b": {"preset": b.preset, "config_file": b.config_file,
@@ -280,12 +283,15 @@ def compare(a: Side, b: Side, command: Sequence[str]) -> dict[str, Any]:
             "leaves": rows}
 
 
-def text(doc: dict[str, Any], a: Side, b: Side, only_different: bool = False) -> str:
+def text(doc: dict[str, Any], only_different: bool = False) -> str:
     """The comparison as text: the two sides, how their hardware differs, then the table."""
     from emu.report.table import render
 
-    lines = [f"emu compare -- {' '.join(doc['command'])}", f"A: {a.hardware()}",
-             f"B: {b.hardware()}",
+    a, b = (Side(name, doc[key]["preset"], doc[key]["config_file"],
+                 tuple(doc[key]["overrides"])) for name, key in (("A", "a"), ("B", "b")))
+    scenario = doc["scenario"]
+    lines = [f"emu compare -- {' '.join([scenario['command'], *scenario['args']])}",
+             f"A: {a.hardware()}", f"B: {b.hardware()}",
              "hardware: " + "; ".join(f"{d['key']} {d['a']} -> {d['b']}"
                                       for d in doc["hardware_differences"])]
     rows = [row for row in doc["leaves"] if row["differs"] or not only_different]

@@ -104,11 +104,15 @@ def records(rows: Sequence[Row], columns: Sequence[str] | None = None
 def table(rows: Sequence[Row], columns: Sequence[str] | None = None, title: str = "") -> str:
     """The rows as a plain-text table (`emu.report.table.render`): a missing value shows as
     `-`, an error message in full."""
+    names, values = records(rows, columns)
+    return records_table(names, values, title)
+
+
+def records_table(names: Sequence[str], values: Sequence[Sequence[Any]], title: str = "") -> str:
+    """`records` as the plain-text table `table` prints."""
     from emu.report.table import render
 
-    names, values = records(rows, columns)
-    cells = [[_shown(v) for v in line] for line in values]
-    return render(names, cells, title=title)
+    return render(list(names), [[_shown(v) for v in line] for line in values], title=title)
 
 
 def csv_text(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:

@@ -137,3 +137,26 @@ def test_progress_counts_every_run(fake_model):
     assert seen[0][2] == "start: fake" and any("leave out" in what for *_, what in seen)
     assert sum(line.startswith("evaluation ") for line in lines) == run.problem.evaluations
     assert run.problem.evaluations == len(fake_model)
+
+
+def test_the_trace_holds_the_first_frame_through_each_timed_implementation(
+        tmp_path, capsys, fake_model, monkeypatch):
+    from emu.workloads.pointcloud import runner
+    from emu.workloads.pointcloud.params import CENTERPOINT
+    from tests.report.test_trace import validate_chrome_trace
+
+    monkeypatch.setattr(calibration, "frames", lambda count=16, seed=0: runner.synthetic(
+        CENTERPOINT, count, seed, 3000))  # small frames: the trace's run is a real one
+    traces = []
+    for k in range(2):
+        trace = tmp_path / f"t{k}.json"
+        assert main(["calibrate", "--trace", str(trace), "--quiet"]) == 0
+        traces.append(trace.read_bytes())
+    assert traces[0] == traces[1]
+    doc = json.loads(traces[0])
+    validate_chrome_trace(doc)
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert {name.split()[0] for name in names} == set(calibration.IMPLS)
+    assert doc["otherData"]["frame"].startswith("synthetic-0")
+    assert main(["calibrate", "--trace", str(tmp_path)]) == 2  # a folder: before any work
+    assert len(fake_model) == 2

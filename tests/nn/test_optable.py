@@ -94,7 +94,7 @@ def test_unsupported_and_unknown_operators_are_refused_in_one_line(op, message):
 
 def test_emu_ops_prints_the_table(capsys):
     assert main(["ops", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["operators"]
     assert {r["op"] for r in rows} == set(optable.RULES)
     assert main(["ops", "--where", "refused"]) == 0
     text = capsys.readouterr().out

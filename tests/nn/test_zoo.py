@@ -15,7 +15,8 @@ import numpy as np
 import onnx
 import pytest
 
-from emu.cli.main import ZOO_BATCH, ZOO_SIDE, main
+from emu.cli.main import main
+from emu.commands.zoo import ZOO_BATCH, ZOO_SIDE
 from emu.errors import InputError
 from emu.nn import zoo
 
@@ -402,7 +403,7 @@ def test_the_command_line_bounds_are_the_library_s():
 def test_zoo_list_json_describes_every_network(capsys):
     code, out, err = _run(capsys, ["zoo", "list", "--json"])
     assert code == 0 and err == ""
-    items = json.loads(out)
+    items = json.loads(out)["models"]
     assert [i["name"] for i in items] == zoo.names()
     by_name = {i["name"]: i for i in items}
     for item in items:
@@ -424,7 +425,7 @@ def test_zoo_list_prints_a_table_and_emu_list_names_the_zoo(capsys):
     assert any(line.startswith("yolov8s ") and "1x3x640x640" in line for line in lines)
     code, out, _ = _run(capsys, ["list", "--json"])
     assert code == 0
-    items = {(i["kind"], i["name"]) for i in json.loads(out)}
+    items = {(i["kind"], i["name"]) for i in json.loads(out)["items"]}
     assert {("zoo model", name) for name in CONTRACT} <= items
 
 

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
+import emu.commands
 from emu.cli.main import main
+from emu.commands.report import ENVELOPE, results_of
 from emu.sweep import compare
 
 DSP = ["dsp", "softmax", "--shape", "16,100"]
@@ -15,10 +17,15 @@ CLOCKS = ["--a-set", "vdsp.freq_hz=400MHz", "--b-set", "vdsp.freq_hz=1GHz"]
 
 
 @pytest.fixture(scope="module")
-def doc():
-    """The --json document of the DSP softmax at 400 MHz (A) and 1 GHz (B)."""
-    _, a, b, command = compare.parse([*CLOCKS, "--json", "--", *DSP])
-    return compare.compare(a, b, command)
+def report():
+    """The report of the DSP softmax at 400 MHz (A) and 1 GHz (B)."""
+    return emu.commands.run("compare", [*CLOCKS, "--json", "--", *DSP])
+
+
+@pytest.fixture(scope="module")
+def doc(report):
+    """Its --json document."""
+    return report.document()
 
 
 def _leaf(doc, path):
@@ -39,8 +46,13 @@ def test_a_faster_dsp_computes_sooner_and_moves_the_same_bytes(doc):
 
 
 def test_the_json_document_holds_both_reports_and_the_differences(doc):
-    assert set(doc) == {"command", "a", "b", "hardware_differences", "differing", "leaves"}
-    assert doc["command"] == DSP
+    assert set(results_of(doc)) == {"scenario", "a", "b", "hardware_differences",
+                                    "differing", "leaves"}
+    assert set(doc) - set(results_of(doc)) == {"command", "arguments", "wall_clock"}
+    assert set(ENVELOPE) - set(doc) == {"preset", "provenance", "config"}  # two hardwares
+    assert doc["command"] == "compare" and doc["scenario"] == {"command": "dsp",
+                                                               "args": DSP[1:]}
+    assert doc["arguments"]["a_overrides"] == ["vdsp.freq_hz=400MHz"]
     assert doc["a"]["overrides"] == ["vdsp.freq_hz=400MHz"]
     assert doc["b"]["report"]["provenance"]["overrides"] == ["vdsp.freq_hz=1GHz"]
     assert doc["a"]["report"]["op"] == "softmax"
@@ -53,9 +65,9 @@ def test_the_json_document_holds_both_reports_and_the_differences(doc):
     json.dumps(doc, allow_nan=False)  # plain JSON
 
 
-def test_the_text_puts_the_hardware_first_and_marks_what_differs(doc):
-    _, a, b, _ = compare.parse([*CLOCKS, "--", *DSP])
-    text = compare.text(doc, a, b)
+def test_the_text_puts_the_hardware_first_and_marks_what_differs(doc, report):
+    text = emu.commands.get("compare").text(report)
+    assert text == compare.text(doc)
     lines = text.splitlines()
     assert lines[:4] == ["emu compare -- dsp softmax --shape 16,100",
                          "A: preset j5; --set vdsp.freq_hz=400MHz",
@@ -65,7 +77,7 @@ def test_the_text_puts_the_hardware_first_and_marks_what_differs(doc):
     assert compute.startswith("*") and compute.split()[-1] == "0.4"
     same = next(line for line in lines if " cores.0.idma_in_bytes " in line)
     assert same.split() == ["cores.0.idma_in_bytes", "6400", "6400", "0", "1"]
-    shorter = compare.text(doc, a, b, only_different=True)
+    shorter = compare.text(doc, only_different=True)
     assert " cores.0.idma_in_bytes " not in shorter and " cores.0.compute_ms " in shorter
 
 
@@ -103,6 +115,8 @@ def test_leaves_pair_numbers_by_path():
     (["--b-preset", "nope", "--", *DSP], "side B: .*nope"),
     (["--bogus", "--", *DSP], "emu compare: unrecognized arguments: --bogus"),
     ([*CLOCKS, "--", "dsp", "softmax", "--shape", "x"], "side A .*--shape"),
+    ([*CLOCKS, "--", "list"], "list takes no hardware: nothing to compare"),
+    ([*CLOCKS, "--", "sweep", "run", "x.toml"], "sweep run takes no hardware"),
 ])
 def test_mistakes_are_one_line_and_exit_2(capsys, words, message):
     import re

@@ -56,6 +56,18 @@ def test_a_sweep_with_a_failed_point_exits_1_after_its_table(write_spec, tmp_pat
     out, err = capsys.readouterr()
     assert "2 points, 2 from the store" in out
     assert err.startswith("emu: point 2 failed: ") and "mem.pool_bytes" in err
+    assert main(["sweep", "run", str(path), "--json", "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    doc = json.loads(out)  # the contract's keys at the top, in the one envelope
+    assert [p["status"] for p in doc["points"]] == ["ok", "error"]
+    assert set(doc["points"][0]) == {"axes", "metrics", "status", "error", "key"}
+    assert doc["store"] == str(path.with_suffix(".sqlite")) and doc["metrics"] == {"t": "total_ms"}
+    assert doc["command"] == "sweep run" and doc["scenario"] == {"command": "dsp",
+                                                                 "args": ["softmax"]}
+    assert doc["provenance"]["preset"] == doc["preset"] == "j5"  # the spec's base hardware
+    assert doc["config"]["vdsp"]["cores"] == 2 and doc["sweep"]["names"] == ["--shape"]
+    assert doc["wall_clock"]["points_from_store"] == [1, 2]
+    assert err.startswith("emu: point 2 failed: ")
 
 
 def test_points_stored_by_another_sweep_are_reused(tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from emu.workloads import cv_calibration
 from emu.workloads.pointcloud import fitting, runner
 from emu.workloads.pointcloud.fitting import FreeParameter, Target
 from emu.workloads.pointcloud.params import CENTERPOINT
+
+if TYPE_CHECKING:
+    from emu.runtime.session import Session
 
 FRAMES = 16
 POINTS = 300_000
@@ -131,8 +134,22 @@ FIT_SOURCE = ("calibrated: fitted by tools/fit_j5.py to shared/calibration/j5.md
               "(pyrUp, resize and rotate round trips)")
 
 
+IMPLS = ("cpu", "dsp2")  # the implementations the point-cloud targets time
+
+
 def frames(count: int = FRAMES, seed: int = SEED) -> list[runner.Frame]:
     return runner.synthetic(CENTERPOINT, count, seed, POINTS)
+
+
+def traced_run(preset: str = "j5", overrides: Sequence[str] = (),
+               config_file: str | None = None) -> list[tuple[str, Session]]:
+    """The first calibration frame through each implementation the targets time, each in a
+    fresh session recording its timeline, as (implementation, session) pairs: what `emu
+    calibrate --trace` writes. Each implementation's first frame runs in a fresh session in
+    `predict` too, so these timelines are the ones its first frames had."""
+    _, sessions = runner.run("centerpoint", list(IMPLS), frames(1), preset=preset,
+                             config_file=config_file, overrides=overrides, trace=True)
+    return list(zip(IMPLS, sessions, strict=True))
 
 
 def predict(frame_set: Sequence[runner.Frame], preset: str = "j5",
@@ -140,7 +157,7 @@ def predict(frame_set: Sequence[runner.Frame], preset: str = "j5",
             progress: Callable[[int, int, str], None] | None = None,
             ) -> tuple[dict[str, float], dict[str, Any]]:
     """The emulator's value for every target, and the report it came from."""
-    report, _ = runner.run("centerpoint", ["cpu", "dsp2"], list(frame_set), preset=preset,
+    report, _ = runner.run("centerpoint", list(IMPLS), list(frame_set), preset=preset,
                            config_file=config_file, overrides=overrides, progress=progress)
     rows = report["frames"]
 

@@ -106,6 +106,8 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from emu.nn.graph import Graph
+
 OPSET = 13
 IR_VERSION = 8  # what onnxruntime 1.17 and later read; opset 13 needs at least 7
 MAX_SIDE = 4096  # pixels per side of an input
@@ -250,8 +252,8 @@ def _weights(item: Entry, seed: int, classes: int | None) -> dict[str, np.ndarra
     side = max(64, _CALIBRATION_STRIDES * item.stride)
     item.build(calibration, side, side)
     data = calibration.rng.standard_normal(calibration.inputs[0][1], dtype=np.float32)
-    _calibrate_batchnorm(calibration.model(f"{side}x{side}", seed, calibration.arrays),
-                         calibration.arrays, {calibration.inputs[0][0]: data}, wrap=True)
+    _calibrate_batchnorm(calibration.nodes, calibration.arrays,
+                         {calibration.inputs[0][0]: data}, wrap=True)
     arrays = calibration.arrays
     for array in arrays.values():
         array.setflags(write=False)
@@ -338,32 +340,32 @@ def measure(model: onnx.ModelProto) -> tuple[int, int]:
 _CALIBRATION_STRIDES = 4
 
 
-def _calibrate_batchnorm(model: onnx.ModelProto, arrays: dict[str, np.ndarray],
+def _calibrate_batchnorm(nodes: Sequence[onnx.NodeProto], arrays: dict[str, np.ndarray],
                          feeds: dict[str, np.ndarray], wrap: bool) -> None:
     """Scale every BatchNormalization's running statistics (drawn near 0 and 1) to what
     reaches it, so that each hands on activations of mean square about 1 however deep the
     network is (He-normal weights alone drift: padding, pooling, SiLU, residual sums).
 
-    The nodes of `model` (its initializers: the values of `arrays`) run on `feeds` in
-    float32 with the float reference (`reference.float_node`) up to the last
-    BatchNormalization; each one's running variance is multiplied by the mean square of
-    its input over the whole tensor, and its running mean by the root of it. One figure
-    per layer rather than per channel: a small calibration run estimates single channels
-    poorly, and normalising them to it would blow up on other inputs. With `wrap` the
-    convolutions and pools pad circularly, so the small calibration input behaves like the
-    inside of a large one (zero padding at 2x2 feature maps would shrink every layer's
-    figure, and scale up every later layer at real sizes). `arrays` is changed in place."""
+    `nodes` (in topological order, reading `arrays` and `feeds`) run on `feeds` in float32
+    with the float reference (`reference.float_node`) up to the last BatchNormalization;
+    each one's running variance is multiplied by the mean square of its input over the
+    whole tensor, and its running mean by the root of it. One figure per layer rather than
+    per channel: a small calibration run estimates single channels poorly, and normalising
+    them to it would blow up on other inputs. With `wrap` the convolutions and pools pad
+    circularly, so the small calibration input behaves like the inside of a large one (zero
+    padding at 2x2 feature maps would shrink every layer's figure, and scale up every later
+    layer at real sizes). `arrays` holds the initializers and is changed in place."""
     import numpy as np
 
-    from emu.nn import importer, reference
+    from emu.nn import reference
 
-    ops = [node.op_type for node in model.graph.node]
+    ops = [node.op_type for node in nodes]
     if "BatchNormalization" not in ops:
         return
-    last = len(ops) - ops[::-1].index("BatchNormalization")
-    graph = importer.load(model)
+    graph = _float_graph(nodes[:len(ops) - ops[::-1].index("BatchNormalization")], arrays,
+                         feeds)
     values = dict(feeds)
-    for node in graph.nodes[:last]:
+    for node in graph.nodes:
         ins = [None if not name else values[name] if name in values else arrays[name]
                for name in node.inputs]
         if node.op == "BatchNormalization":
@@ -372,6 +374,39 @@ def _calibrate_batchnorm(model: onnx.ModelProto, arrays: dict[str, np.ndarray],
             arrays[node.inputs[4]] *= np.float32(mean_square)
         values.update(zip(node.outputs, reference.float_node(graph, node, ins, wrap=wrap),
                           strict=True))
+
+
+# An initializer of at most this many values may be a setting that an output's shape
+# depends on (a Reshape's shape, a Resize's scales or sizes, Split's sizes), which shape
+# inference reads; of the larger ones, the weights, it needs only the shape.
+_SETTING_VALUES = 16
+
+
+def _float_graph(nodes: Sequence[onnx.NodeProto], arrays: dict[str, np.ndarray],
+                 feeds: dict[str, np.ndarray]) -> Graph:
+    """The IR (shapes inferred) of `nodes` reading `feeds` and
+    `arrays`, for the float reference: the weights are inputs of their shape rather than
+    initializers, so shape inference does not copy them (`float_node` is given their
+    values)."""
+    from onnx import helper, numpy_helper
+
+    from emu.nn import importer
+
+    def typed(name: str, array: np.ndarray) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape))
+
+    used = {name for node in nodes for name in node.input if name in arrays}
+    settings = [numpy_helper.from_array(arrays[name], name) for name in sorted(used)
+                if arrays[name].size <= _SETTING_VALUES]
+    weights = [typed(name, arrays[name]) for name in sorted(used)
+               if arrays[name].size > _SETTING_VALUES]
+    graph = helper.make_graph(
+        nodes, "calibration", [typed(name, value) for name, value in feeds.items()] + weights,
+        [helper.make_empty_tensor_value_info(name) for name in nodes[-1].output],
+        initializer=settings)
+    return importer.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                           ir_version=IR_VERSION))
 
 
 def _value_shape(value: onnx.ValueInfoProto) -> dict[str, Any]:
@@ -1214,18 +1249,13 @@ def _draw_test_model_weights(model: onnx.ModelProto, item: Entry, seed: int) -> 
     (data,) = graph.input
     dims = [d.dim_value for d in data.type.tensor_type.shape.dim]
     nodes = [node for node in graph.node if node.output[0] not in made]
+    _calibrate_batchnorm(nodes, arrays, {data.name: rng.standard_normal(dims, dtype=np.float32)},
+                         wrap=False)
     _replace(graph.node, nodes)
     used = {name for node in nodes for name in node.input}
-
-    def store() -> None:
-        del graph.initializer[:]
-        graph.initializer.extend(numpy_helper.from_array(array, name)
-                                 for name, array in arrays.items() if name in used)
-
-    store()
-    _calibrate_batchnorm(model, arrays, {data.name: rng.standard_normal(dims, dtype=np.float32)},
-                         wrap=False)
-    store()
+    del graph.initializer[:]
+    graph.initializer.extend(numpy_helper.from_array(array, name)
+                             for name, array in arrays.items() if name in used)
 
 
 def _replace(field: Any, items: Sequence[Any]) -> None:

@@ -14,12 +14,12 @@ behaves like the inside of a large one) scales each layer's running mean and var
 (drawn near 0 and 1) to what reaches it. So the activations keep a mean square near 1
 through any depth, as a quantiser calibrating on them needs; onnxruntime's outputs are
 finite and vary with the input. BatchNormalization nodes stay in the graph (the compiler
-folds them); ReLU6 is `Clip(0, 6)`, SiLU is
-`x * Sigmoid(x)`, h-swish is `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and beta 0.5
-(what torch.onnx writes below opset 14: the zoo keeps its one opset, 13, which has no
-HardSwish op, and so one hard-sigmoid serves both h-swish and the squeeze-excitation
-gate), bilinear upsampling is Resize mode "linear" with coordinate mode "half_pixel"
-(PyTorch's align_corners=False) and the output size given as `sizes`.
+folds them); ReLU6 is `Clip(0, 6)`, SiLU is `x * Sigmoid(x)`, h-swish is
+`x * HardSigmoid(x)` with PyTorch's alpha 1/6 and beta 0.5 (what torch.onnx writes below
+opset 14: the zoo keeps its one opset, 13, which has no HardSwish op, and so one
+hard-sigmoid serves both h-swish and the squeeze-excitation gate), bilinear upsampling is
+Resize mode "linear" with coordinate mode "half_pixel" (PyTorch's align_corners=False) and
+the output size given as `sizes`.
 
 The networks (`entries()`; `emu zoo list` shows their inputs, outputs, weights and MACs):
 

@@ -10,6 +10,7 @@ going through a byte range in address order touches each of its lines once (`Str
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,12 +44,14 @@ class Stream:
             raise ValueError(f"stream: id {self.stream_id} is not in 0-255")
 
 
-def vector_loop(vectors: int, *, exits: int = 1, **per_vector: int) -> npt.NDArray[np.int64]:
+def vector_loop(vectors: int, *, exits: int = 1,
+                **per_vector: float) -> npt.NDArray[np.int64]:
     """The instruction counts of a loop of `vectors` iterations: `per_vector` of each class
     (`emu.cpu.ops` names) per iteration, plus the loop step, an ALU op and a branch per
     iteration, the branch mispredicted at each of the loop's `exits` (once per pass of an
-    inner loop run `exits` times)."""
-    by_name = {name: count * vectors for name, count in per_vector.items()}
+    inner loop run `exits` times). A count per iteration may be a fraction (a store of a
+    quarter vector: one store every four iterations); the loop's total is rounded up."""
+    by_name = {name: math.ceil(count * vectors) for name, count in per_vector.items()}
     by_name["int"] = by_name.get("int", 0) + vectors
     by_name["branch"] = by_name.get("branch", 0) + vectors
     by_name["mispredict"] = by_name.get("mispredict", 0) + exits

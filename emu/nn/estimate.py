@@ -32,10 +32,11 @@ one core of an otherwise idle chip and adds them up (the segments run one after 
   blocked tile), and its DDR bytes are its float32 weights, inputs and outputs once; a view
   (Reshape and the other "alias" ops of emu/nn/optable.py) costs nothing; any other CPU op
   is timed as Softmax is computed, in three passes (max; exp, sum; scale), about 3 loads,
-  1 store and 12 FP ops; every loop iteration also costs an ALU op and a branch. A 4-D
-  tensor of more than one channel also changes layout where it crosses between CPU and
-  BPU (NCHW on the CPU, the BPU's native NHWC): one more pass over its int8/int16 codes
-  (int32 accumulators for a wide output), per vector a load, a store and two permutes.
+  1 store and 12 FP ops; every loop also pays its step (`emu.cpu.work.vector_loop`: an ALU
+  op and a branch per iteration, the exit mispredicted). A 4-D tensor of more than one
+  channel also changes layout where it crosses between CPU and BPU (NCHW on the CPU, the
+  BPU's native NHWC): one more pass over its int8/int16 codes (int32 accumulators for a
+  wide output), per vector a load, a store and two permutes.
   DSP segments are not estimated here (0 us): the vDSP operators are simulated where they
   run (`emu dsp`).
 
@@ -57,11 +58,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from emu.bpu import timing
-from emu.cpu import ops as cpu_ops
 from emu.cpu import timing as cpu_timing
 from emu.cpu.cluster import CLEAN, INVALIDATE
+from emu.cpu.work import vector_loop
 from emu.nn import optable
 from emu.nn.graph import Graph, Node
 from emu.nn.layers import layer_groups
@@ -74,7 +76,8 @@ _FLOAT_BYTES = 4
 
 @dataclass(frozen=True)
 class _Loop:
-    """Instructions per NEON vector of float32 of a CPU loop, and the bytes per element."""
+    """Instructions per NEON vector of float32 of a CPU loop, and the bytes per element;
+    the loop step is `emu.cpu.work.vector_loop`'s."""
 
     loads: float
     stores: float
@@ -82,6 +85,10 @@ class _Loop:
     read_bytes: int
     written_bytes: int
     permutes: float = 0  # integer shuffles (NEON ZIP/UZP/TBL) per vector
+
+    def per_vector(self) -> dict[str, float]:
+        """The instructions per vector by class (`emu.cpu.ops` names)."""
+        return {"load": self.loads, "store": self.stores, "fp": self.fp, "int": self.permutes}
 
 
 @dataclass(frozen=True)
@@ -101,14 +108,11 @@ class CpuItem:
     invalidate: tuple[tuple[str, int], ...] = ()
     clean: tuple[tuple[str, int], ...] = ()
 
-    def op_counts(self) -> dict[str, int]:
-        """Instructions by class (`emu.cpu.ops` names): the loop's per vector, plus an ALU
-        op and a branch per iteration (the last one mispredicted); none for a view."""
-        n = self.vectors
-        return {"load": math.ceil(self.loop.loads * n), "store": math.ceil(self.loop.stores * n),
-                "fp": math.ceil(self.loop.fp * n),
-                "int": n + math.ceil(self.loop.permutes * n), "branch": n,
-                "mispredict": min(n, 1)}
+    def op_counts(self) -> npt.NDArray[np.int64]:
+        """The instruction counts (`emu.cpu.ops`) of the loop (`emu.cpu.work.vector_loop`:
+        its instructions per vector and the loop step, the exit mispredicted); none for a
+        view, which runs no loop."""
+        return vector_loop(self.vectors, exits=min(self.vectors, 1), **self.loop.per_vector())
 
     @property
     def moved_bytes(self) -> int:
@@ -199,7 +203,7 @@ class ModelEstimate:
 def _item_line(item: CpuItem, cfg: SocConfig,
                held: frozenset[tuple[str, int]]) -> LayerEstimate:
     compute, ddr = cpu_timing.cold_pass_ps(
-        cpu_ops.counts(**item.op_counts()), [b for r, b in item.reads if (r, b) not in held],
+        item.op_counts(), [b for r, b in item.reads if (r, b) not in held],
         [b for _, b in item.writes], cfg.cpu, cfg.ddr,
         [b for r, b in item.reads if (r, b) in held])
     return LayerEstimate(item.name, item.op, "cpu", 2 * item.macs, compute, ddr,

@@ -5,10 +5,10 @@ ONNX defines each op (fused nodes as the ops they replace: a Conv with `activati
 residual is act(conv(x) + residual), FC is x @ w.T + b, Silu is x * sigmoid(x), ScaleShift
 is x * scale + shift per channel); `float_node` is one node of it, which the CPU and DSP
 segments of a quantised model run (`emu/nn/execute.py`) and calibration observes
-(`emu/nn/quantize.py`); the zoo's BatchNormalization calibration runs its float ops
-(`float_conv`, `float_pool`, `lrn`: circular padding with `wrap`). Ops emu has no NumPy
-code for, and integer or boolean inputs, go to the reference implementation the onnx
-package ships (`reference_node`).
+(`emu/nn/quantize.py`); the zoo's BatchNormalization calibration runs it on the ONNX
+graph as it is (`emu/nn/zoo.py`, with `wrap`: circular padding). Ops emu has no NumPy code
+for, and integer or boolean inputs, go to the reference implementation the onnx package
+ships (`reference_node`).
 
 Inner tensors (`intermediates`): a residual Conv's `<output>#conv` and an LSTM's gates and
 states have codes and a scale of their own on the BPU but are no graph tensor; calibration
@@ -307,17 +307,20 @@ def lrn(x: np.ndarray, size: int, alpha: float = 1e-4, beta: float = 0.75,
 
 
 def float_node(graph: Graph, node: Node, ins: list[Any], *,
-               pre_residual: bool = False) -> list[np.ndarray]:
+               pre_residual: bool = False, wrap: bool = False) -> list[np.ndarray]:
     """The outputs of one node given its input values (None for omitted inputs), as ONNX
     defines the op: emu's NumPy definitions for float inputs (float32 arithmetic), onnx's
     reference implementation (`reference_node`) for every other op and for integer or
     boolean inputs. With `pre_residual`, a residual Conv gives conv(x) + bias without the
-    residual and the activation (what calibration measures for the intermediate tensor)."""
+    residual and the activation (what calibration measures for the intermediate tensor).
+    With `wrap`, a Conv, MaxPool or AveragePool pads circularly instead of with zeros (or
+    -inf): the zoo's BatchNormalization calibration (`emu/nn/zoo.py`), whose small input
+    then behaves like the inside of a large one."""
     own = node.op in _EMU_OPS or (
         len(node.outputs) == 1 and all(
             graph.tensors[n].dtype.startswith("float")
             for n in (*node.inputs[:1], *node.outputs) if n))
-    outs = _numpy_node(graph, node, ins, pre_residual) if own else None
+    outs = _numpy_node(graph, node, ins, pre_residual, wrap) if own else None
     if outs is None:
         outs = reference_node(graph.opset, node, ins)
     return [np.asarray(v, graph.tensors[name].dtype) if name else np.asarray(v)
@@ -447,8 +450,8 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-def _numpy_node(graph: Graph, node: Node, ins: list[Any],
-                pre_residual: bool) -> list[np.ndarray] | None:
+def _numpy_node(graph: Graph, node: Node, ins: list[Any], pre_residual: bool,
+                wrap: bool) -> list[np.ndarray] | None:
     """emu's own NumPy definition of a node on float inputs, or None when it has none."""
     op, a = node.op, node.attrs
     if op in _WINDOWED and not plain_window(node, ins[0].ndim):
@@ -459,7 +462,7 @@ def _numpy_node(graph: Graph, node: Node, ins: list[Any],
     if op == "Conv":
         w = ins[1]
         y = float_conv(x, w, ins[2] if len(ins) > 2 else None,
-                        geometry(node, w.shape[2:], x.shape[2:]), int(a.get("group", 1)))
+                        geometry(node, w.shape[2:], x.shape[2:]), int(a.get("group", 1)), wrap)
         if pre_residual:
             return [y]
         if node.residual:
@@ -476,7 +479,7 @@ def _numpy_node(graph: Graph, node: Node, ins: list[Any],
     elif op in ("MaxPool", "AveragePool"):
         win = geometry(node, a["kernel_shape"], x.shape[2:], out_shape[2:])
         y = float_pool(x, win, "max" if op == "MaxPool" else "average",
-                       bool(a.get("count_include_pad", 0)))
+                       bool(a.get("count_include_pad", 0)), wrap)
     elif op == "GlobalAveragePool":
         y = x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
     elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
@@ -531,6 +534,10 @@ def _numpy_node(graph: Graph, node: Node, ins: list[Any],
         y = (x - mean) / np.sqrt(var + float(a.get("epsilon", 1e-5))) * ins[1]
         if len(ins) > 2 and ins[2] is not None:
             y = y + ins[2]
+    elif op == "BatchNormalization" and len(node.outputs) == 1:  # inference mode
+        view = (1, -1) + (1,) * (x.ndim - 2)
+        scale, shift, mean, var = (np.asarray(v).reshape(view) for v in ins[1:5])
+        y = (x - mean) / np.sqrt(var + float(a.get("epsilon", 1e-5))) * scale + shift
     elif op == "InstanceNormalization":
         axes = tuple(range(2, x.ndim))
         view = (1, -1) + (1,) * (x.ndim - 2)

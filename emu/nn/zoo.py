@@ -7,18 +7,19 @@ byte-identical file (and the weights do not depend on the input size or the batc
 
 The weights are not trained but have the scale of trained ones: He-normal convolutions and
 fully connected layers, BatchNormalization with gamma near 1 and beta near 0, and running
-statistics as training would leave them: a NumPy run of the network on one standard-normal
-input (`_calibrate_batchnorm`, at 4 times the network's stride and at least 64 pixels a
-side, padding circularly so the small input behaves like the inside of a large one)
-scales each layer's running mean and variance (drawn near 0 and 1) to what reaches it. So
-the activations keep a mean square near 1 through any depth, as a quantiser calibrating on
-them needs; onnxruntime's outputs are finite and vary with the input. BatchNormalization
-nodes stay in the graph (the compiler folds them); ReLU6 is `Clip(0, 6)`, SiLU is
-`x * Sigmoid(x)`, h-swish is `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and beta 0.5
-(what torch.onnx writes below opset 14: the zoo keeps its one opset, 13, which has no
-HardSwish op, and so one hard-sigmoid serves both h-swish and the squeeze-excitation
-gate), bilinear upsampling is Resize mode "linear" with coordinate mode "half_pixel"
-(PyTorch's align_corners=False) and the output size given as `sizes`.
+statistics as training would leave them: a float run of the network (the float reference,
+`emu/nn/reference.py`) on one standard-normal input (`_calibrate_batchnorm`, at 4 times
+the network's stride and at least 64 pixels a side, padding circularly so the small input
+behaves like the inside of a large one) scales each layer's running mean and variance
+(drawn near 0 and 1) to what reaches it. So the activations keep a mean square near 1
+through any depth, as a quantiser calibrating on them needs; onnxruntime's outputs are
+finite and vary with the input. BatchNormalization nodes stay in the graph (the compiler
+folds them); ReLU6 is `Clip(0, 6)`, SiLU is `x * Sigmoid(x)`, h-swish is
+`x * HardSigmoid(x)` with PyTorch's alpha 1/6 and beta 0.5 (what torch.onnx writes below
+opset 14: the zoo keeps its one opset, 13, which has no HardSwish op, and so one
+hard-sigmoid serves both h-swish and the squeeze-excitation gate), bilinear upsampling is
+Resize mode "linear" with coordinate mode "half_pixel" (PyTorch's align_corners=False) and
+the output size given as `sizes`.
 
 The networks (`entries()`; `emu zoo list` shows their inputs, outputs, weights and MACs):
 
@@ -104,6 +105,8 @@ from emu.registry import Registry
 if TYPE_CHECKING:
     import numpy as np
     import onnx
+
+    from emu.nn.graph import Graph
 
 OPSET = 13
 IR_VERSION = 8  # what onnxruntime 1.17 and later read; opset 13 needs at least 7
@@ -233,7 +236,7 @@ _weights_lock = threading.Lock()
 
 def _weights(item: Entry, seed: int, classes: int | None) -> dict[str, np.ndarray]:
     """The weights of a built entry, as read-only arrays: drawn in a build at the
-    calibration size, whose BatchNormalization statistics a NumPy run on standard-normal
+    calibration size, whose BatchNormalization statistics a float run on standard-normal
     data sets. They depend on neither the input size nor the batch, so the most recently
     used are kept (up to `_WEIGHTS_KEPT_BYTES`): scripts and tests build one network at
     several sizes and batches, and the calibration run is most of a build."""
@@ -343,230 +346,67 @@ def _calibrate_batchnorm(nodes: Sequence[onnx.NodeProto], arrays: dict[str, np.n
     reaches it, so that each hands on activations of mean square about 1 however deep the
     network is (He-normal weights alone drift: padding, pooling, SiLU, residual sums).
 
-    `nodes` (in topological order) run on `feeds` with NumPy (`_Interpreter`) up to the
-    last BatchNormalization; each one's running variance is multiplied by the mean square
-    of its input over the whole tensor, and its running mean by the root of it. One figure
-    per layer rather than per channel: a small calibration run estimates single channels
-    poorly, and normalising them to it would blow up on other inputs. With `wrap` the
-    convolutions and pools pad circularly, so the small calibration input behaves like the
-    inside of a large one (zero padding at 2x2 feature maps would shrink every layer's
-    figure, and scale up every later layer at real sizes). `arrays` holds the initializers
-    and is changed in place."""
+    `nodes` (in topological order, reading `arrays` and `feeds`) run on `feeds` in float32
+    with the float reference (`reference.float_node`) up to the last BatchNormalization;
+    each one's running variance is multiplied by the mean square of its input over the
+    whole tensor, and its running mean by the root of it. One figure per layer rather than
+    per channel: a small calibration run estimates single channels poorly, and normalising
+    them to it would blow up on other inputs. With `wrap` the convolutions and pools pad
+    circularly, so the small calibration input behaves like the inside of a large one (zero
+    padding at 2x2 feature maps would shrink every layer's figure, and scale up every later
+    layer at real sizes). `arrays` holds the initializers and is changed in place."""
     import numpy as np
 
-    last = max((k for k, node in enumerate(nodes) if node.op_type == "BatchNormalization"),
-               default=-1)
-    run = _Interpreter(arrays, feeds, wrap)
-    for node in nodes[:last + 1]:
-        if node.op_type == "BatchNormalization":
-            mean_square = float(np.mean(np.square(run.values[node.input[0]], dtype=np.float64)))
-            arrays[node.input[3]] *= np.float32(math.sqrt(mean_square))
-            arrays[node.input[4]] *= np.float32(mean_square)
-        run.step(node)
+    from emu.nn import reference
+
+    ops = [node.op_type for node in nodes]
+    if "BatchNormalization" not in ops:
+        return
+    graph = _float_graph(nodes[:len(ops) - ops[::-1].index("BatchNormalization")], arrays,
+                         feeds)
+    values = dict(feeds)
+    for node in graph.nodes:
+        ins = [None if not name else values[name] if name in values else arrays[name]
+               for name in node.inputs]
+        if node.op == "BatchNormalization":
+            mean_square = float(np.mean(np.square(values[node.inputs[0]], dtype=np.float64)))
+            arrays[node.inputs[3]] *= np.float32(math.sqrt(mean_square))
+            arrays[node.inputs[4]] *= np.float32(mean_square)
+        values.update(zip(node.outputs, reference.float_node(graph, node, ins, wrap=wrap),
+                          strict=True))
 
 
-class _Interpreter:
-    """Runs ONNX nodes with NumPy: the operators of the zoo's networks, for the calibration
-    (the tests check it against onnxruntime). With `wrap`, convolutions and pools pad
-    circularly instead of with zeros (or -inf)."""
-
-    def __init__(self, arrays: dict[str, np.ndarray], feeds: dict[str, np.ndarray],
-                 wrap: bool = False) -> None:
-        self.arrays = arrays
-        self.values: dict[str, np.ndarray] = dict(feeds)
-        self.wrap = wrap
-
-    def get(self, name: str) -> np.ndarray:
-        return self.values[name] if name in self.values else self.arrays[name]
-
-    def step(self, node: onnx.NodeProto) -> None:
-        import numpy as np
-        from onnx import helper, numpy_helper
-
-        from emu.nn import reference
-
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        ins: list[Any] = [self.get(name) if name else None for name in node.input]
-        x: Any = ins[0] if ins else None
-        op = node.op_type
-        outs: list[Any]
-        if op == "Constant":
-            outs = [numpy_helper.to_array(attrs["value"])]
-        elif op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LRN"):
-            outs = [getattr(self, op.lower())(*ins, **attrs)]
-        elif op == "BatchNormalization":
-            _, scale, shift, mean, var = (
-                v if v is None or v.ndim == 0 else v.reshape((1, -1) + (1,) * (x.ndim - 2))
-                for v in ins)
-            eps = attrs.get("epsilon", 1e-5)
-            outs = [((x - mean) / np.sqrt(var + eps) * scale + shift).astype(np.float32)]
-        elif op == "Relu":
-            outs = [np.maximum(x, 0)]
-        elif op == "Clip":
-            low = ins[1] if len(ins) > 1 and ins[1] is not None else -np.inf
-            high = ins[2] if len(ins) > 2 and ins[2] is not None else np.inf
-            outs = [np.clip(x, low, high)]
-        elif op == "Sigmoid":
-            outs = [reference.sigmoid(x)]
-        elif op == "HardSigmoid":
-            outs = [_hard_sigmoid(x, attrs.get("alpha", 0.2), attrs.get("beta", 0.5))]
-        elif op == "HardSwish":  # opset 14: x * HardSigmoid(x) with alpha 1/6
-            outs = [x * _hard_sigmoid(x, 1 / 6, 0.5)]
-        elif op in ("Mul", "Add", "Sum"):  # NumPy broadcasting: a [N, C, 1, 1] gate too
-            total = ins[0]
-            for other in ins[1:]:
-                total = total * other if op == "Mul" else total + other
-            outs = [total]
-        elif op == "Concat":
-            outs = [np.concatenate(ins, axis=attrs["axis"])]
-        elif op == "Split":
-            axis = attrs.get("axis", 0)
-            parts = len(node.output)
-            sizes = list(ins[1]) if len(ins) > 1 else [x.shape[axis] // parts] * parts
-            outs = np.split(x, np.cumsum(sizes)[:-1], axis=axis)
-        elif op == "Resize":
-            scales = ins[2] if len(ins) > 2 and ins[2] is not None and ins[2].size else None
-            size_to = ins[3] if len(ins) > 3 and ins[3] is not None else None
-            text = {k: v.decode() for k, v in attrs.items() if isinstance(v, bytes)}
-            outs = [_resize(x, scales, size_to, text.get("mode", "nearest"),
-                            text.get("coordinate_transformation_mode", "half_pixel"),
-                            text.get("nearest_mode", "round_prefer_floor"))]
-        elif op == "GlobalAveragePool":
-            outs = [x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)]
-        elif op == "Flatten":
-            axis = attrs.get("axis", 1)
-            outs = [x.reshape(math.prod(x.shape[:axis]), -1)]
-        elif op == "Gemm":
-            a = x.T if attrs.get("transA", 0) else x
-            b = ins[1].T if attrs.get("transB", 0) else ins[1]
-            y = attrs.get("alpha", 1.0) * (a @ b)
-            if len(ins) > 2 and ins[2] is not None:
-                y = y + attrs.get("beta", 1.0) * ins[2]
-            outs = [y.astype(np.float32)]
-        elif op == "Reshape":
-            outs = [x.reshape([x.shape[k] if d == 0 else int(d) for k, d in enumerate(ins[1])])]
-        elif op == "Transpose":
-            outs = [x.transpose(attrs.get("perm"))]
-        elif op == "Unsqueeze":
-            outs = [np.expand_dims(x, tuple(int(a) for a in ins[1]))]
-        elif op == "Softmax":
-            outs = [reference.softmax(x, attrs.get("axis", -1))]
-        elif op in ("Identity", "Dropout"):
-            outs = [x]
-        elif op == "Shape":
-            outs = [np.array(x.shape, dtype=np.int64)]
-        else:
-            raise NotImplementedError(f"calibration: no NumPy {op}")
-        for name, value in zip(node.output, outs, strict=False):
-            self.values[name] = value
-
-    def _window(self, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
-                dilations: Sequence[int] = ()) -> Any:
-        from emu.nn.opattrs import Geometry
-
-        return Geometry((int(kernel[0]), int(kernel[1])), (int(strides[0]), int(strides[1])),
-                        (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])),
-                        (int(dilations[0]), int(dilations[1])) if dilations else (1, 1))
-
-    def conv(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-             strides: Sequence[int] = (1, 1), pads: Sequence[int] = (0, 0, 0, 0),
-             group: int = 1, kernel_shape: Sequence[int] = (), dilations: Sequence[int] = (),
-             ) -> np.ndarray:
-        """Conv with explicit pads (no auto_pad)."""
-        from emu.nn.reference import float_conv
-
-        return float_conv(x, w, b, self._window(w.shape[2:], strides, pads, dilations), group,
-                          wrap=self.wrap)
-
-    def convtranspose(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                      strides: Sequence[int] = (1, 1), kernel_shape: Sequence[int] = (),
-                      ) -> np.ndarray:
-        import numpy as np
-
-        n, _, h, wd = x.shape
-        _, cout, kh, kw = w.shape
-        assert tuple(strides) == (kh, kw)  # one tap per output pixel, as the zoo uses it
-        y = np.einsum("nchw,coij->nohiwj", x, w).reshape(n, cout, h * kh, wd * kw)
-        if b is not None:
-            y = y + b.reshape(1, -1, 1, 1)
-        return y.astype(np.float32)
-
-    def maxpool(self, x: np.ndarray, kernel_shape: Sequence[int], strides: Sequence[int],
-                pads: Sequence[int] = (0, 0, 0, 0)) -> np.ndarray:
-        from emu.nn.reference import float_pool
-
-        return float_pool(x, self._window(kernel_shape, strides, pads), "max", wrap=self.wrap)
-
-    def averagepool(self, x: np.ndarray, kernel_shape: Sequence[int], strides: Sequence[int],
-                    pads: Sequence[int] = (0, 0, 0, 0)) -> np.ndarray:
-        from emu.nn.reference import float_pool
-
-        return float_pool(x, self._window(kernel_shape, strides, pads), "average",
-                          wrap=self.wrap)
-
-    def lrn(self, x: np.ndarray, size: int, alpha: float = 1e-4, beta: float = 0.75,
-            bias: float = 1.0) -> np.ndarray:
-        from emu.nn.reference import lrn
-
-        return lrn(x, size, alpha, beta, bias)
+# An initializer of at most this many values may be a setting that an output's shape
+# depends on (a Reshape's shape, a Resize's scales or sizes, Split's sizes), which shape
+# inference reads; of the larger ones, the weights, it needs only the shape.
+_SETTING_VALUES = 16
 
 
-def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
-    """ONNX HardSigmoid: max(0, min(1, alpha x + beta)), in float32 as onnxruntime does."""
-    import numpy as np
+def _float_graph(nodes: Sequence[onnx.NodeProto], arrays: dict[str, np.ndarray],
+                 feeds: dict[str, np.ndarray]) -> Graph:
+    """The IR (shapes inferred) of `nodes` reading `feeds` and
+    `arrays`, for the float reference: the weights are inputs of their shape rather than
+    initializers, so shape inference does not copy them (`float_node` is given their
+    values)."""
+    from onnx import helper, numpy_helper
 
-    return np.clip(np.float32(alpha) * x + np.float32(beta), np.float32(0), np.float32(1))
+    from emu.nn import importer
 
+    def typed(name: str, array: np.ndarray) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape))
 
-def _resize(x: np.ndarray, scales: np.ndarray | None, sizes: np.ndarray | None, mode: str,
-            transform: str, nearest_mode: str) -> np.ndarray:
-    """ONNX Resize (opset 13, no region of interest), one axis at a time: "nearest" or
-    "linear" (n-linear is separable). Each output index o maps to a source coordinate by
-    `transform`; "half_pixel" is (o + 0.5) / scale - 0.5, PyTorch's align_corners=False
-    ("pytorch_half_pixel" differs only for an output of length 1); linear interpolation
-    clamps the coordinate to the input, so the border pixels are repeated, as onnxruntime
-    and PyTorch do. The scale of an axis is out / in when `sizes` are given."""
-    import numpy as np
-
-    y = x
-    for axis, size_in in enumerate(x.shape):
-        if sizes is not None:
-            size_out, scale = int(sizes[axis]), int(sizes[axis]) / size_in
-        else:
-            assert scales is not None, "Resize without scales or sizes"
-            scale = float(scales[axis])
-            size_out = math.floor(size_in * scale)
-        if size_out == size_in and scale == 1.0:
-            continue
-        o = np.arange(size_out, dtype=np.float64)
-        if transform == "half_pixel" or (transform == "pytorch_half_pixel" and size_out > 1):
-            source = (o + 0.5) / scale - 0.5
-        elif transform == "align_corners" and size_out > 1:
-            source = o * (size_in - 1) / (size_out - 1)
-        elif transform in ("align_corners", "pytorch_half_pixel"):
-            source = np.zeros_like(o)
-        elif transform == "asymmetric":
-            source = o / scale
-        else:
-            raise NotImplementedError(f"calibration: no Resize {transform}")
-        if mode == "nearest":
-            if nearest_mode in ("ceil", "round_prefer_floor"):  # ceil(v - 0.5): a half down
-                rounded = np.ceil(source - (0.5 if nearest_mode != "ceil" else 0.0))
-            else:
-                rounded = np.floor(source + (0.5 if nearest_mode != "floor" else 0.0))
-            index = np.clip(rounded, 0, size_in - 1).astype(np.int64)
-            y = np.take(y, index, axis=axis)
-        elif mode == "linear":
-            source = np.clip(source, 0, size_in - 1)
-            low = np.floor(source).astype(np.int64)
-            high = np.minimum(low + 1, size_in - 1)
-            view = [1] * y.ndim
-            view[axis] = size_out
-            frac = (source - low).astype(np.float32).reshape(view)
-            y = np.take(y, low, axis=axis) * (1 - frac) + np.take(y, high, axis=axis) * frac
-        else:
-            raise NotImplementedError(f"calibration: no Resize mode {mode}")
-    return y.astype(np.float32)
+    used = {name for node in nodes for name in node.input if name in arrays}
+    settings = [numpy_helper.from_array(arrays[name], name) for name in sorted(used)
+                if arrays[name].size <= _SETTING_VALUES]
+    weights = [typed(name, arrays[name]) for name in sorted(used)
+               if arrays[name].size > _SETTING_VALUES]
+    graph = helper.make_graph(
+        nodes, "calibration", [typed(name, value) for name, value in feeds.items()] + weights,
+        [helper.make_empty_tensor_value_info(name) for name in nodes[-1].output],
+        initializer=settings)
+    return importer.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                           ir_version=IR_VERSION))
 
 
 def _value_shape(value: onnx.ValueInfoProto) -> dict[str, Any]:

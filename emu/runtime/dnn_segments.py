@@ -197,7 +197,7 @@ class SegmentRun:
         spans = [(t, b, False) for t, b in item.reads] + [(t, b, True) for t, b in item.writes]
         # Each slot owns its padding to whole lines, so every line a store touches is
         # written whole (a view touches no memory: no spans).
-        work = stream_work(item.name, cpu_ops.counts(**item.op_counts()), [
+        work = stream_work(item.name, item.op_counts(), [
             Stream(self._address(t, b), -(-b // line) * line, store=w, stream_id=k % 256)
             for k, (t, b, w) in enumerate(spans)], line)
         start = self.thread.now_ps

@@ -15,6 +15,14 @@ def test_a_vector_loop_counts_its_body_and_its_step():
         vector_loop(1, neon=1)
 
 
+def test_a_fraction_of_an_instruction_per_vector_is_rounded_up_on_the_loop():
+    # a quarter-vector store every iteration: one store per four, the last part one too
+    counts = ops.as_dict(vector_loop(9, load=1, store=0.25, fp=3))
+    assert (counts["load"], counts["store"], counts["fp"]) == (9, 3, 27)
+    assert (counts["int"], counts["branch"], counts["mispredict"]) == (9, 9, 1)
+    assert ops.as_dict(vector_loop(0, exits=0, store=0.25)) == ops.as_dict(ops.counts())
+
+
 def test_streams_touch_each_line_once_in_order_with_their_ids():
     work = stream_work("w", ops.counts(), [Stream(1000, 100, stream_id=1),
                                             Stream(4096, 130, store=True, stream_id=2)], 64)

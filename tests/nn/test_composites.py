@@ -1,8 +1,9 @@
 """The conformance composites (tests/conformance/composites.py): each is a valid ONNX model
 that onnxruntime runs with finite, input-dependent outputs; the same seed gives the same
-bytes; and the zoo's NumPy interpreter (what calibrates its BatchNormalization statistics)
-computes what onnxruntime does on the convolutional ones: squeeze-excitation gates,
-HardSigmoid with PyTorch's alpha, HardSwish, nearest and bilinear Resize."""
+bytes; and the float reference run on the ONNX graph as it is (what calibrates the
+zoo's BatchNormalization statistics) computes what onnxruntime does on every one:
+squeeze-excitation gates, HardSigmoid with PyTorch's alpha, HardSwish, nearest and
+bilinear Resize, attention, LSTMs, GridSample."""
 
 from __future__ import annotations
 
@@ -11,12 +12,7 @@ import onnx
 import pytest
 
 from tests.conformance.composites import CASES
-from tests.nn.test_zoo import _session, assert_interpreter_matches_onnxruntime
-
-# The transformer blocks, the LSTMs and the warp use ops the zoo's networks do not (MatMul,
-# LayerNormalization, Erf, LSTM, GridSample): the interpreter is not meant to run them.
-CONVOLUTIONAL = [name for name in CASES
-                 if not name.startswith(("attention", "lstm", "grid_sample"))]
+from tests.nn.test_zoo import _session, assert_float_reference_matches_onnxruntime
 
 
 def _feeds(model, seed):
@@ -86,7 +82,7 @@ def test_the_composites_have_the_structures_they_are_named_for():
     assert opsets == [("", 16)] and warp.input[1] == "grid" and "Tanh" in kinds
 
 
-@pytest.mark.parametrize("name", CONVOLUTIONAL)
-def test_the_zoo_interpreter_computes_what_onnxruntime_does_on_the_composites(name):
+@pytest.mark.parametrize("name", CASES)
+def test_the_float_reference_computes_what_onnxruntime_does_on_the_composites(name):
     model = CASES[name]()
-    assert_interpreter_matches_onnxruntime(name, model, _feeds(model, 5), 1e-4, 1e-5)
+    assert_float_reference_matches_onnxruntime(name, model, _feeds(model, 5), 1e-4, 1e-5)

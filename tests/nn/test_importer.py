@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from emu.errors import InputError
-from emu.nn import importer, zoo
+from emu.nn import importer, reference, zoo
 from emu.nn.graph import Graph
 
 SIZE = (64, 64)
@@ -25,34 +25,10 @@ def _build(name: str) -> onnx.ModelProto:
 
 
 def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """A float NumPy interpreter for the IR: the fused ops here, the rest through the zoo's
-    ONNX interpreter (the one its calibration uses, checked against onnxruntime)."""
-    consts = {k: t.value for k, t in graph.tensors.items() if t.value is not None}
-    interp = zoo._Interpreter(consts, dict(feeds))
-    for node in graph.nodes:
-        ins: list[Any] = [interp.get(n) if n else None for n in node.inputs]
-        if node.op == "Conv":
-            keys = ("strides", "pads", "group", "kernel_shape", "dilations")
-            y = interp.conv(ins[0], ins[1], ins[2] if len(ins) > 2 else None,
-                            **{k: node.attrs[k] for k in keys if k in node.attrs})
-            if node.residual:
-                y = y + ins[3]
-            act = node.activation
-            y = np.maximum(y, 0) if act == "relu" else np.clip(y, 0, 6) if act == "relu6" else y
-            interp.values[node.outputs[0]] = y
-        elif node.op == "FC":
-            interp.values[node.outputs[0]] = ins[0] @ ins[1].T + ins[2]
-        elif node.op == "Silu":
-            interp.values[node.outputs[0]] = ins[0] * (0.5 + 0.5 * np.tanh(0.5 * ins[0]))
-        elif node.op == "ScaleShift":
-            shape = (1, -1) + (1,) * (ins[0].ndim - 2)
-            interp.values[node.outputs[0]] = ins[0] * ins[1].reshape(shape) + ins[2].reshape(shape)
-        else:
-            attrs: dict[str, Any] = {k: list(v) if isinstance(v, tuple) else v
-                                     for k, v in node.attrs.items()}
-            interp.step(helper.make_node(node.op, list(node.inputs), list(node.outputs),
-                                         **attrs))
-    return [interp.get(name) for name in graph.outputs]
+    """The IR's outputs from the float reference (checked against onnxruntime op by op in
+    tests/nn/test_zoo.py and tests/nn/test_onnxruntime_agreement.py)."""
+    outputs = reference.run_float(graph, feeds)
+    return [outputs[name] for name in graph.outputs]
 
 
 # the big ones (large weights or many nodes) only with -m slow

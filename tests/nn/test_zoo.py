@@ -18,7 +18,7 @@ import pytest
 from emu.cli.main import main
 from emu.commands.zoo import ZOO_BATCH, ZOO_SIDE
 from emu.errors import InputError
-from emu.nn import zoo
+from emu.nn import importer, reference, zoo
 
 CONTRACT = ["resnet18", "resnet50", "mobilenetv1", "mobilenetv2", "efficientnet_lite0",
             "yolov8n", "yolov8s", "unet", "centerpoint_pillars"]
@@ -236,18 +236,20 @@ def test_the_topologies_have_the_published_sizes():
         [1, 64, 20, 20], [1, 80, 20, 20]]
 
 
-def assert_interpreter_matches_onnxruntime(name, model, feeds, rtol, atol_share):
-    """Every tensor of the zoo's NumPy interpreter (its BatchNormalization calibration run)
-    equals onnxruntime's within rtol and atol_share of that tensor's largest |x|."""
+def assert_float_reference_matches_onnxruntime(name, model, feeds, rtol, atol_share):
+    """Every tensor of the float reference run on the ONNX graph as it is (what the zoo's
+    BatchNormalization calibration runs) equals onnxruntime's within rtol and atol_share
+    of that tensor's largest |x|."""
     session = _session(model, all_tensors=True)
     expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds),
                         strict=True))
-    arrays = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    run = zoo._Interpreter(arrays, feeds)
-    for node in model.graph.node:
-        run.step(node)
-        for out in node.output:
-            np.testing.assert_allclose(run.values[out], expected[out], rtol=rtol,
+    graph = importer.load(model)
+    values = dict(feeds)
+    for node in graph.nodes:
+        outs = reference.float_node(graph, node, reference.node_inputs(graph, node, values))
+        values.update(zip(node.outputs, outs, strict=True))
+        for out in node.outputs:
+            np.testing.assert_allclose(values[out], expected[out], rtol=rtol,
                                        atol=atol_share * np.abs(expected[out]).max() + 1e-6,
                                        err_msg=f"{name} {out}")
 
@@ -255,7 +257,7 @@ def assert_interpreter_matches_onnxruntime(name, model, feeds, rtol, atol_share)
 def test_the_numpy_calibration_run_computes_what_onnxruntime_does():
     for name in ["yolov8n", "efficientnet_lite0", "unet", *STRUCTURES]:
         model = _model(name)
-        assert_interpreter_matches_onnxruntime(name, model, _inputs(model, 5), 1e-3, 1e-4)
+        assert_float_reference_matches_onnxruntime(name, model, _inputs(model, 5), 1e-3, 1e-4)
 
 
 def _nodes(model, op):
@@ -351,7 +353,7 @@ def test_size_dependent_settings_follow_the_graph_and_the_weights_do_not():
     ("linear", "align_corners", (5, 4), (9, 11)), ("linear", "asymmetric", (3, 5), (7, 10)),
     ("nearest", "asymmetric", (4, 6), (8, 12)), ("nearest", "half_pixel", (5, 7), (12, 3)),
 ])
-def test_the_interpreter_resizes_as_onnxruntime_does(mode, transform, size_in, size_out):
+def test_the_float_reference_resizes_as_onnxruntime_does(mode, transform, size_in, size_out):
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, *size_in])
     y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
     sizes = onnx.numpy_helper.from_array(np.array([1, 2, *size_out], np.int64), "sizes")
@@ -362,9 +364,8 @@ def test_the_interpreter_resizes_as_onnxruntime_does(mode, transform, size_in, s
         opset_imports=[onnx.helper.make_opsetid("", zoo.OPSET)], ir_version=zoo.IR_VERSION)
     feeds = {"x": np.random.default_rng(0).standard_normal((1, 2, *size_in), dtype=np.float32)}
     (expected,) = _session(model).run(None, feeds)
-    run = zoo._Interpreter({"sizes": onnx.numpy_helper.to_array(sizes)}, feeds)
-    run.step(node)
-    np.testing.assert_allclose(run.values["y"], expected, rtol=1e-5, atol=1e-6)
+    got = reference.run_float(importer.load(model), feeds)
+    np.testing.assert_allclose(got["y"], expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(("name", "size", "batch", "needle"), [

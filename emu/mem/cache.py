@@ -223,9 +223,7 @@ class CacheHierarchy:
             writes,
             streaming,
             int(core),
-            self.l1d.as_tuple(),
-            self.l2.as_tuple(),
-            self.l3.as_tuple(),
+            (self.l1d.as_tuple(), self.l2.as_tuple(), self.l3.as_tuple()),
             self._clock,
             outcomes,
         )
@@ -380,17 +378,16 @@ def _access_kernel(
     is_write: npt.NDArray[np.bool_],
     no_allocate: npt.NDArray[np.bool_],
     core: int,
-    l1d: _Level,
-    l2: _Level,
-    l3: _Level,
+    levels: tuple[_Level, _Level, _Level],
     clock: int,
     outcomes: npt.NDArray[np.uint8],
 ) -> tuple[npt.NDArray[np.int64], int]:
-    """Run `lines` for `core`; return the counts and the advanced LRU clock, and write each
-    access's outcome into `outcomes`.
+    """Run `lines` for `core` through `levels` (L1D, L2, L3); return the counts and the
+    advanced LRU clock, and write each access's outcome into `outcomes`.
 
     counts = [L1D hits, L2 hits, L3 hits, DDR reads, DDR write-backs, streaming writes].
     """
+    l1d, l2, l3 = levels
     l1_hits = l2_hits = l3_hits = ddr_reads = ddr_writebacks = stream_writes = 0
     l1_tags, l1_stamps, l1_dirt = l1d
     l2_tags, l2_stamps = l2[0], l2[1]

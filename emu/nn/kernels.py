@@ -293,9 +293,11 @@ def _requantize(acc: np.ndarray, bias: np.ndarray, multiplier: np.ndarray,
 
 
 @njit
-def _conv_direct(x: np.ndarray, w: np.ndarray, groups: int, sy: int, sx: int, pt: int,
-                 pl: int, dy: int, dx: int, acc: np.ndarray) -> None:
-    """acc[n, co, oy, ox] += sum of w * x over the taps of the window, in int64."""
+def _conv_direct(x: np.ndarray, w: np.ndarray, groups: int, window: _Window,
+                 acc: np.ndarray) -> None:
+    """acc[n, co, oy, ox] += sum of w * x over the taps of the window (its strides, top and
+    left pads and dilations), in int64."""
+    _, (sy, sx), (pt, pl, _, _), (dy, dx) = window
     height, width = x.shape[2], x.shape[3]
     c_out, c_group, kh, kw = w.shape
     per_group = c_out // groups
@@ -321,10 +323,11 @@ def _conv_direct(x: np.ndarray, w: np.ndarray, groups: int, sy: int, sx: int, pt
 
 
 @njit
-def _pool(x: np.ndarray, kh: int, kw: int, sy: int, sx: int, pt: int, pl: int, dy: int,
-          dx: int, average: bool, include_pad: bool, out: np.ndarray) -> int:
+def _pool(x: np.ndarray, window: _Window, average: bool, include_pad: bool,
+          out: np.ndarray) -> int:
     """Max or rounded average over each window's taps inside the input; returns the number
     of windows with no tap inside the input (their output is not to be used)."""
+    (kh, kw), (sy, sx), (pt, pl, _, _), (dy, dx) = window
     height, width = x.shape[2], x.shape[3]
     empty = 0
     for n in range(x.shape[0]):
@@ -573,9 +576,7 @@ class Conv2d:
         win = self.window
         if self.path == "direct":
             acc = np.zeros((n, self.out_channels, oh, ow), np.int64)
-            top, left = win.pads[0], win.pads[1]
-            _conv_direct(np.ascontiguousarray(x), self.weight, self.groups, win.stride[0],
-                         win.stride[1], top, left, win.dilation[0], win.dilation[1], acc)
+            _conv_direct(np.ascontiguousarray(x), self.weight, self.groups, win, acc)
             return acc.reshape(n, self.out_channels, oh * ow)
         cols = _im2col(x, win, oh, ow)
         cols = cols.reshape(n, self.groups, self.k, oh * ow)
@@ -891,9 +892,7 @@ def _pool2d(x: np.ndarray, window: _Window, average: bool, include_pad: bool,
     _tensor(x, "input")
     oh, ow = window.output_shape(x.shape[2], x.shape[3], what)
     out = np.empty((x.shape[0], x.shape[1], oh, ow), x.dtype)
-    (kh, kw), (sy, sx), (dy, dx) = window.kernel, window.stride, window.dilation
-    if _pool(np.ascontiguousarray(x), kh, kw, sy, sx, window.pads[0], window.pads[1], dy,
-             dx, average, include_pad, out):
+    if _pool(np.ascontiguousarray(x), window, average, include_pad, out):
         raise QuantisationError(f"{what}: a window lies entirely in the padding")
     return out
 

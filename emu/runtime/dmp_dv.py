@@ -35,7 +35,7 @@ returns increasing ids; a wait gives up after 2 s of simulated time, as the driv
 from __future__ import annotations
 
 import errno
-import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -119,12 +119,24 @@ class dmp_dv_cmdlist(_Counted):
         return f"<dmp_dv_cmdlist {len(self.commands)} command(s) refs={self.refs}>"
 
 
-_ERRORS: weakref.WeakKeyDictionary[session.Session, str] = weakref.WeakKeyDictionary()
-_EXEC_IDS: weakref.WeakKeyDictionary[session.Session, int] = weakref.WeakKeyDictionary()
+@dataclass
+class DvState:
+    """dmp_dv's state of one session, kept in the session's `dmp_dv` slot (made on first
+    use), so that it lives and dies with the session: the message of the last error, and
+    the execution id the next `dmp_dv_cmdlist_exec` returns."""
+
+    last_error: str = ""
+    next_exec_id: int = 0
+
+
+def _state(sess: session.Session) -> DvState:
+    if sess.dmp_dv is None:
+        sess.dmp_dv = DvState()
+    return sess.dmp_dv
 
 
 def _fail(sess: session.Session, message: str, value: Any) -> Any:
-    _ERRORS[sess] = message
+    _state(sess).last_error = message
     return value
 
 
@@ -151,7 +163,7 @@ def dmp_dv_get_version_string() -> str:
 
 @status.c_function("dmp_dv: called from another OS thread or inside the simulation loop")
 def dmp_dv_get_last_error_message() -> str:
-    return _ERRORS.get(session.current(), "")
+    return _state(session.current()).last_error
 
 
 # --- contexts ------------------------------------------------------------------------------
@@ -647,8 +659,9 @@ def dmp_dv_cmdlist_exec(cmdlist: Any) -> int:
             problem = command.check_memory()
             if problem is not None:
                 return _fail(sess, f"dmp_dv_cmdlist_exec: {problem}", -EINVAL)
-        exec_id = _EXEC_IDS.get(sess, 0)
-        _EXEC_IDS[sess] = exec_id + 1
+        state = _state(sess)
+        exec_id = state.next_exec_id
+        state.next_exec_id += 1
         soc = sess.soc
         times: list[int] = []
         task = soc.dv.cmdlist_task(f"dmp_dv exec {exec_id}", [

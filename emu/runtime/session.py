@@ -39,6 +39,7 @@ from emu.soc.config import SocConfig, load_config
 from emu.soc.sched import ANY_CORE, PRIORITY_HIGHEST, PRIORITY_LOWEST
 
 if TYPE_CHECKING:
+    from emu.runtime.dmp_dv import DvState
     from emu.runtime.dnn_engine import DnnEngine
 
 
@@ -73,6 +74,8 @@ class Session:
         self._serial_numbers = itertools.count(1)
         # hbDNN's tasks, plugin layers and worker threads (`dnn_engine.engine` makes it)
         self.dnn: DnnEngine | None = None
+        # dmp_dv's last error message and execution ids (`dmp_dv` makes it)
+        self.dmp_dv: DvState | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"at {self.now_ps} ps"

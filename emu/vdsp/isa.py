@@ -289,10 +289,11 @@ def _fields(ctx: Context) -> tuple[U8, npt.NDArray[np.int64], npt.NDArray[np.int
 
 @njit
 def _new_context(tcm: U8, counters: npt.NDArray[np.int64], fault: npt.NDArray[np.int64],
-                 geometry: npt.NDArray[np.int64], scratch: npt.NDArray[np.int64], tcm_i8: I8,
-                 tcm_i16: I16, tcm_i32: I32, tcm_f32: F32) -> Context:
+                 geometry: npt.NDArray[np.int64], scratch: npt.NDArray[np.int64],
+                 views: tuple[I8, I16, I32, F32]) -> Context:
     # Made in a cached kernel: the proxy's constructor called from Python is compiled
     # afresh in every process (numba does not cache it), about 0.7 s each time.
+    tcm_i8, tcm_i16, tcm_i32, tcm_f32 = views
     return Context(tcm, counters, fault, geometry, scratch, tcm_i8, tcm_i16, tcm_i32, tcm_f32)
 
 
@@ -342,18 +343,17 @@ def make_context(
     width_shift = int(sub_bank_width_bytes).bit_length() - 1
     words_per_bank_shift = int(bank_bytes).bit_length() - 1 - width_shift
     geometry = [bank_bytes, sub_banks, sub_bank_width_bytes, width_shift, words_per_bank_shift]
-    make = _PlainContext if numba.config.DISABLE_JIT else _new_context  # type: ignore[attr-defined]
-    return make(  # type: ignore[return-value]
+    fields = (
         tcm,
         np.zeros(N_COUNTERS, dtype=np.int64),
         np.zeros(4, dtype=np.int64),
         np.array(geometry, dtype=np.int64),
         np.zeros(_MAX_LANES + int(sub_banks), dtype=np.int64),
-        tcm.view(np.int8),
-        tcm.view(np.int16),
-        tcm.view(np.int32),
-        tcm.view(np.float32),
     )
+    views = (tcm.view(np.int8), tcm.view(np.int16), tcm.view(np.int32), tcm.view(np.float32))
+    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        return _PlainContext(*fields, *views)  # type: ignore[return-value]
+    return _new_context(*fields, views)
 
 
 def reset_counters(ctx: Context) -> None:

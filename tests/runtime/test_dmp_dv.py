@@ -549,3 +549,33 @@ def test_deconvolution_commands_size_their_output_and_refuse_what_the_driver_ref
     cmd.run[0].conv_enable = 6
     assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == dv.EINVAL
     dv.dmp_dv_cmdlist_release(cl)
+
+
+def test_a_closed_session_that_used_dmp_dv_is_freed():
+    """dmp_dv's state of a session (its last error message, its execution ids) lives in the
+    session's one `dmp_dv` slot, not in module-level tables keyed by session: once the
+    session is closed and dropped nothing keeps it alive, and a new session starts afresh."""
+    import gc
+    import weakref
+
+    def run() -> weakref.ref:
+        with emu.Session() as sess:
+            ctx = dv.dmp_dv_context_create()
+            assert dv.dmp_dv_mem_alloc(None, 16) is None  # an error message to keep
+            cmd, *_ = _conv_command(ctx, _fp16((8, 4, 4)), _fp16((8, 8, 1, 1)), _fp16((8,)),
+                                    kernel=1)
+            cl = dv.dmp_dv_cmdlist_create(ctx)
+            assert dv.dmp_dv_cmdlist_add_raw(cl, cmd) == 0 and dv.dmp_dv_cmdlist_commit(cl) == 0
+            assert [dv.dmp_dv_cmdlist_exec(cl), dv.dmp_dv_cmdlist_exec(cl)] == [0, 1]
+            assert dv.dmp_dv_cmdlist_wait(cl, 1) == 0
+            dv.dmp_dv_cmdlist_release(cl)
+            dv.dmp_dv_context_release(ctx)
+            assert sess.dmp_dv is not None and sess.dmp_dv.next_exec_id == 2
+            assert "context" in sess.dmp_dv.last_error
+        return weakref.ref(sess)
+
+    ref = run()
+    gc.collect()
+    assert ref() is None
+    with emu.Session():
+        assert dv.dmp_dv_get_last_error_message() == ""

@@ -129,6 +129,7 @@ def _shifted_copy(img, mode, halo=2, value=77):
     (y - halo, x - halo): the output is the bordered image shifted, border included."""
     from emu.vdsp import ops as registry
     from emu.vdsp.ops import cv_pixel_kernels
+    from emu.vdsp.ops.cv_kernel_records import TileRows
 
     op = cv.cv_operator("threshold")
 
@@ -136,8 +137,9 @@ def _shifted_copy(img, mode, halo=2, value=77):
         row_bytes = r.inputs[0].image.row_bytes
 
         def kernel(src, dst, tile):  # tozero at -1: a copy
-            return core.compute(cv_pixel_kernels.threshold_tile, src, dst, tile.out.height,
-                                row_bytes, tile.in_pitch, tile.out_pitch, -1, 255, 3)
+            return core.compute(cv_pixel_kernels.threshold_tile,
+                                TileRows(src, dst, tile.out.height, row_bytes, tile.in_pitch,
+                                         tile.out_pitch), -1, 255, 3)
 
         def source(out):
             return cv.Rect(out.x0 - halo, out.y0 - halo, out.x1 - halo, out.y1 - halo)

@@ -243,6 +243,7 @@ def test_defaults_run_on_the_standard_picture():
 def test_the_doubling_window_kernel_gives_the_direct_ones_result(taps, down):
     from emu.vdsp import isa
     from emu.vdsp.ops import cv_rank_kernels
+    from emu.vdsp.ops.cv_kernel_records import TileRows
 
     pitch, rows, row_bytes, pb = 576, 3, 130, 3  # along a row: 130 + 30 x 3 + 64 <= 576
     src_rows = rows + (taps - 1 if down else 0)
@@ -254,7 +255,7 @@ def test_the_doubling_window_kernel_gives_the_direct_ones_result(taps, down):
         ctx.tcm[: data.size] = data
         dst = 131072
         tap = pitch if down else pb
-        args = (0, pitch, dst, pitch, rows, row_bytes, taps, tap)
+        args = (TileRows(0, dst, rows, row_bytes, pitch, pitch), taps, tap)
         if kernel is cv_rank_kernels.extreme_doubling_tile:
             kernel(ctx, *args, down, True)
         else:

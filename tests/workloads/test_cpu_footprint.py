@@ -43,8 +43,10 @@ def test_voxelize_packed_reads_the_interleaved_stage1_records(dims):
     stats = np.zeros(ck.N_STATS, np.int64)
     bases = BASES.copy()
     bases[1], bases[2] = bases[0] + 4, bases[0] + 8  # fields of one interleaved record
-    ck.voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, True, lut,
-                       counts, coords, voxels, bases, record_bytes, record, stats, LINE_SHIFT)
+    ck.voxelize_packed(ck.Packed(cells, xyzr, t, record_bytes), dims,
+                       ck.Grid(16, y_len, max_pillars, max_slots, True),
+                       ck.Tables(lut, counts, coords), voxels,
+                       ck.Trace(bases, record, stats, LINE_SHIFT))
     got = _recorded(record, stats)
 
     # The same walk, read from the algorithm: which points are kept, at which record.
@@ -86,8 +88,9 @@ def test_voxelize_floats_reads_whole_points_and_writes_whole_records():
     record = np.zeros((20 * n, 2), np.int64)
     stats = np.zeros(ck.N_STATS, np.int64)
     params = np.zeros(11, np.float32)
-    ck.voxelize_floats(points, cells, params, x_len, 16, max_pillars, max_slots, True, voxels,
-                       counts, lut, coords, BASES, record, stats, LINE_SHIFT)
+    ck.voxelize_floats(points, cells, params, ck.Grid(x_len, 16, max_pillars, max_slots, True),
+                       ck.Tables(lut, counts, coords), voxels,
+                       ck.Trace(BASES, record, stats, LINE_SHIFT))
     got = _recorded(record, stats)
     want0: set[int] = set()
     want5: set[int] = set()

@@ -55,6 +55,7 @@ import simpy
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import cv, cv_bilateral_kernels
+from emu.vdsp.ops.cv_kernel_records import TileRows
 from emu.vdsp.ops.image_args import TYPE_U8, Image
 from emu.vdsp.tiling import resumable, stream
 
@@ -161,16 +162,14 @@ def _bilateral(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
             def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
                 tap_offsets = np.array([dy * tile.in_pitch + dx * channels
                                         for dy, dx in offsets], np.int32)
+                rows = TileRows(src, dst, tile.out.height, tile.out.width, tile.in_pitch,
+                                tile.out_pitch)
                 if channels == 3:
-                    return core.compute(cv_bilateral_kernels.bilateral3_tile, src, dst,
-                                        tile.out.height, tile.out.width, tile.in_pitch,
-                                        tile.out_pitch, radius, tap_offsets, tap_dx, space,
-                                        table.offset)
+                    return core.compute(cv_bilateral_kernels.bilateral3_tile, rows, radius,
+                                        tap_offsets, tap_dx, space, table.offset)
                 simd_end = min(max(nsimd - tile.out.x0, 0), tile.out.width)
-                return core.compute(cv_bilateral_kernels.bilateral_tile, src, dst,
-                                    tile.out.height, tile.out.width, tile.in_pitch,
-                                    tile.out_pitch, radius, tap_offsets, space, order,
-                                    simd_end, table.offset)
+                return core.compute(cv_bilateral_kernels.bilateral_tile, rows, radius,
+                                    tap_offsets, space, order, simd_end, table.offset)
 
             plan = cv.image_plan(core, run, kernel, source=source, border=border)
             return (yield from stream(core, slot, plan, run.what, first=first))

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernel_records import TileRows
 from emu.vdsp.ops.cv_kernels import channel_patterns, load_channels
 
 LANES = isa.LANES_32
@@ -86,8 +87,7 @@ def color_weights(ctx: isa.Context, dst: int, count: int, coeff: float) -> None:
 
 
 @njit
-def bilateral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
-                   in_pitch: int, out_pitch: int, radius: int,
+def bilateral_tile(ctx: isa.Context, tile: TileRows, radius: int,
                    tap_offsets: npt.NDArray[np.int32], tap_weights: npt.NDArray[np.float32],
                    simd_order: npt.NDArray[np.int32], simd_end: int, table: int) -> None:
     """The 1-channel bilateral filter of `rows` x `width` output pixels; the source tile has
@@ -97,10 +97,11 @@ def bilateral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     and its scalar tail). Per pixel: w = space weight * colour weight (gathered at
     |neighbour - centre|), wsum += w, sum = fma(neighbour, w, sum); out = round_half_even(
     sum / wsum), saturated."""
+    src, dst, rows, width, in_pitch, out_pitch = tile
     taps = tap_offsets.size
-    center = np.empty(VEC, np.uint8)
-    near = np.empty(VEC, np.uint8)
-    diff = np.empty(VEC, np.uint8)
+    center = np.empty(isa.LANES_8, np.uint8)
+    near = np.empty(isa.LANES_8, np.uint8)
+    diff = np.empty(isa.LANES_8, np.uint8)
     d16 = np.empty((2, isa.LANES_16), np.int16)
     v16 = np.empty((2, isa.LANES_16), np.int16)
     offs = np.empty(LANES, np.uint32)
@@ -115,7 +116,7 @@ def bilateral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     q = np.empty(LANES, np.float32)
     ints = np.empty((4, LANES), np.int32)
     halves = np.empty((2, isa.LANES_16), np.int16)
-    out = np.empty(VEC, np.uint8)
+    out = np.empty(isa.LANES_8, np.uint8)
     kweights = np.empty((taps, LANES), np.float32)
     for k in range(taps):
         isa.splat_f32(ctx, tap_weights[k], kweights[k])
@@ -160,8 +161,7 @@ def bilateral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
 
 
 @njit
-def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
-                    in_pitch: int, out_pitch: int, radius: int,
+def bilateral3_tile(ctx: isa.Context, tile: TileRows, radius: int,
                     tap_offsets: npt.NDArray[np.int32], tap_dx: npt.NDArray[np.int32],
                     tap_weights: npt.NDArray[np.float32], table: int) -> None:
     """The 3-channel bilateral filter of `rows` x `width` output pixels (source tile with
@@ -170,12 +170,13 @@ def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     order: w = space weight * colour weight(|db| + |dg| + |dr|), wsum += w, and per channel
     sum_c = fma(neighbour_c, w, sum_c); out_c = round_half_even(sum_c * (1 / wsum)),
     saturated (OpenCV's 3-channel loop multiplies by the reciprocal)."""
+    src, dst, rows, width, in_pitch, out_pitch = tile
     taps = tap_offsets.size
     idx = channel_patterns()
-    raw = np.empty((3, VEC), np.uint8)
-    center = np.empty((3, VEC), np.uint8)
-    near = np.empty((3, VEC), np.uint8)
-    diff = np.empty(VEC, np.uint8)
+    raw = np.empty((3, isa.LANES_8), np.uint8)
+    center = np.empty((3, isa.LANES_8), np.uint8)
+    near = np.empty((3, isa.LANES_8), np.uint8)
+    diff = np.empty(isa.LANES_8, np.uint8)
     d16 = np.empty((2, isa.LANES_16), np.int16)
     t16 = np.empty((2, isa.LANES_16), np.int16)
     v16 = np.empty((3, 2, isa.LANES_16), np.int16)
@@ -191,8 +192,8 @@ def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
     q = np.empty(LANES, np.float32)
     ints = np.empty((4, LANES), np.int32)
     halves = np.empty((2, isa.LANES_16), np.int16)
-    outs = np.empty((3, VEC), np.uint8)
-    vec = np.empty(VEC, np.uint8)
+    outs = np.empty((3, isa.LANES_8), np.uint8)
+    vec = np.empty(isa.LANES_8, np.uint8)
     one = isa.splat_f32(ctx, 1.0)
     kweights = np.empty((taps, LANES), np.float32)
     for k in range(taps):
@@ -261,7 +262,7 @@ def bilateral3_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int,
 def copy_tile(ctx: isa.Context, src: int, dst: int, rows: int, row_bytes: int,
               in_pitch: int, out_pitch: int) -> None:
     """Copy `rows` rows of `row_bytes` (what OpenCV does for a sigma of 1e-6 or less)."""
-    v = np.empty(VEC, np.uint8)
+    v = np.empty(isa.LANES_8, np.uint8)
     for r in range(rows):
         for x in range(0, row_bytes, VEC):
             isa.load_u8(ctx, src + r * in_pitch + x, v)

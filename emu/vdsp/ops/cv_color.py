@@ -40,6 +40,7 @@ import simpy
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import cv, cv_color_kernels
+from emu.vdsp.ops.cv_kernel_records import TileRows
 from emu.vdsp.ops.image_args import TYPE_U8, Image
 from emu.vdsp.tcm import VECTOR_ALIGN_BYTES
 from emu.vdsp.tiling import Region
@@ -104,8 +105,9 @@ def _cvt_color(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
 
     def nv12(src: int, out: int, tile: cv.ImageTile) -> timing.KernelCycles:
         uv = out + tile.out.height * tile.out_pitch
-        return core.compute(cv_color_kernels.nv12_tile, src, out, uv, tile.out.height,
-                            tile.out.width, tile.in_pitch, tile.out_pitch, table)
+        return core.compute(cv_color_kernels.nv12_tile,
+                            TileRows(src, out, tile.out.height, tile.out.width, tile.in_pitch,
+                                     tile.out_pitch), uv, table)
 
     def stores(tile: cv.ImageTile) -> list[Region]:
         r = tile.out

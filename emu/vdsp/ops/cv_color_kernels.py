@@ -9,11 +9,14 @@ bytes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernel_records import TileRows
 from emu.vdsp.ops.cv_kernels import channel_patterns, load_channels
 
 VEC = isa.VECTOR_BYTES
@@ -48,13 +51,13 @@ def gray_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, in_pi
     """Grey of `rows` rows of `width` 3-channel pixels: (sum_c p[c] * coef[c] + 2**14) >> 15
     with the 15-bit weights `coef` given per channel in memory order."""
     idx = channel_patterns()
-    raw = np.empty((3, VEC), np.uint8)
-    chans = np.empty((3, VEC), np.uint8)
+    raw = np.empty((3, isa.LANES_8), np.uint8)
+    chans = np.empty((3, isa.LANES_8), np.uint8)
     wide = np.empty((6, isa.LANES_16), np.int16)
     acc = np.empty((4, isa.LANES_32), np.int32)
     weights = np.empty((3, isa.LANES_16), np.int16)
     halves = np.empty((2, isa.LANES_16), np.int16)
-    out = np.empty(VEC, np.uint8)
+    out = np.empty(isa.LANES_8, np.uint8)
     for c in range(3):
         isa.splat_i16(ctx, coef[c], weights[c])
     row_bytes = 3 * width
@@ -85,12 +88,21 @@ def _weigh_i32(ctx: isa.Context, wide: npt.NDArray[np.int16], first: int,
     isa.packr_i32_i16(ctx, acc[0], acc[1], 20, out)
 
 
+class Bt601Regs(NamedTuple):
+    """The scratch registers of `_bt601`: six int16 (the three channels widened), three
+    int32 lanes, two int32 accumulators, two int16 halves."""
+
+    wide: npt.NDArray[np.int16]
+    lanes: npt.NDArray[np.int32]
+    acc: npt.NDArray[np.int32]
+    halves: npt.NDArray[np.int16]
+
+
 @njit
 def _bt601(ctx: isa.Context, chans: npt.NDArray[np.uint8], coef: npt.NDArray[np.int32],
-           offset: npt.NDArray[np.int32], wide: npt.NDArray[np.int16],
-           lanes: npt.NDArray[np.int32], acc: npt.NDArray[np.int32],
-           halves: npt.NDArray[np.int16], out: npt.NDArray[np.uint8]) -> None:
+           offset: npt.NDArray[np.int32], regs: Bt601Regs, out: npt.NDArray[np.uint8]) -> None:
     """One BT.601 component of 64 pixels (`coef` rows: splatted 20-bit weights)."""
+    wide, lanes, acc, halves = regs
     for c in range(3):
         isa.unpack_lo_u8_i16(ctx, chans[c], wide[2 * c])
         isa.unpack_hi_u8_i16(ctx, chans[c], wide[2 * c + 1])
@@ -100,23 +112,26 @@ def _bt601(ctx: isa.Context, chans: npt.NDArray[np.uint8], coef: npt.NDArray[np.
 
 
 @njit
-def nv12_tile(ctx: isa.Context, src: int, dst: int, dst_uv: int, rows: int, width: int,
-              in_pitch: int, out_pitch: int, coef: npt.NDArray[np.int32]) -> None:
-    """NV12 of `rows` (even) rows of `width` (even) 3-channel pixels: every pixel's Y, and
+def nv12_tile(ctx: isa.Context, tile: TileRows, dst_uv: int,
+              coef: npt.NDArray[np.int32]) -> None:
+    """NV12 of `rows` (even) rows of `width` (even) 3-channel pixels (`tile`; its output is
+    the Y plane): every pixel's Y, and
     for each 2x2 block the U and V of its top-left pixel, interleaved (U first) in the UV
     row of the pair at `dst_uv`. `coef` is 3 x 4 int32: rows Y, U, V; columns the weights
     of the channels in memory order, then the offset (16 or 128) << 20."""
+    src, dst, rows, width, in_pitch, out_pitch = tile
     idx = channel_patterns()
-    raw = np.empty((3, VEC), np.uint8)
-    chans = np.empty((2, 3, VEC), np.uint8)
-    even = np.empty((3, VEC), np.uint8)
+    raw = np.empty((3, isa.LANES_8), np.uint8)
+    chans = np.empty((2, 3, isa.LANES_8), np.uint8)
+    even = np.empty((3, isa.LANES_8), np.uint8)
     wide = np.empty((6, isa.LANES_16), np.int16)
     lanes = np.empty((3, isa.LANES_32), np.int32)
     acc = np.empty((2, isa.LANES_32), np.int32)
     halves = np.empty((2, isa.LANES_16), np.int16)
+    regs = Bt601Regs(wide, lanes, acc, halves)
     weights = np.empty((3, 3, isa.LANES_32), np.int32)
     offsets = np.empty((3, isa.LANES_32), np.int32)
-    comp = np.empty((3, VEC), np.uint8)
+    comp = np.empty((3, isa.LANES_8), np.uint8)
     for k in range(3):
         for c in range(3):
             isa.splat_i32(ctx, coef[k, c], weights[k, c])
@@ -131,16 +146,15 @@ def nv12_tile(ctx: isa.Context, src: int, dst: int, dst_uv: int, rows: int, widt
                     break
                 load_channels(ctx, src + r * in_pitch + 3 * at, row_bytes - 3 * at, raw, idx,
                               chans[g])
-                _bt601(ctx, chans[g], weights[0], offsets[0], wide, lanes, acc, halves,
-                       comp[0])
+                _bt601(ctx, chans[g], weights[0], offsets[0], regs, comp[0])
                 isa.store(ctx, comp[0], dst + r * out_pitch + at)
             if not top:
                 continue
             # Chroma of the even pixels of these 128: U and V of 64 pixels, interleaved.
             for c in range(3):
                 isa.deinterleave_even_u8(ctx, chans[0, c], chans[1, c], even[c])
-            _bt601(ctx, even, weights[1], offsets[1], wide, lanes, acc, halves, comp[1])
-            _bt601(ctx, even, weights[2], offsets[2], wide, lanes, acc, halves, comp[2])
+            _bt601(ctx, even, weights[1], offsets[1], regs, comp[1])
+            _bt601(ctx, even, weights[2], offsets[2], regs, comp[2])
             uv = dst_uv + (r // 2) * out_pitch + x
             isa.interleave_lo_u8(ctx, comp[1], comp[2], comp[0])
             isa.store(ctx, comp[0], uv)

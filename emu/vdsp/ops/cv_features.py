@@ -75,6 +75,7 @@ from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import cv
 from emu.vdsp.ops import cv_features_kernels as fk
+from emu.vdsp.ops.cv_kernel_records import Inside, TileIn
 from emu.vdsp.ops.image_args import TYPE_F32, TYPE_U8, Image
 from emu.vdsp.tiling import Region, TiledPlan
 
@@ -168,12 +169,12 @@ def _canny(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
         o = tile.out
         lay = _canny_layout(o, ksize)
         return record(tile, core.compute(
-            fk.canny_classify_tile, fk.TileIn(in_addr, tile.in_pitch, o.height, o.width),
+            fk.canny_classify_tile, TileIn(in_addr, tile.in_pitch, o.height, o.width),
             fk.CannyParams(ksize, l2, low, high),
             fk.CannyLayout(out_addr + lay["work"], lay["p8"], out_addr + lay["dx"],
                            out_addr + lay["dy"], lay["p16"], out_addr + lay["mag"], lay["p32"],
                            out_addr + lay["s"], out_addr + lay["d"]),
-            fk.Inside(max(0, 2 - o.y0), min(o.height + 4, im.height - o.y0 + 2),
+            Inside(max(0, 2 - o.y0), min(o.height + 4, im.height - o.y0 + 2),
                       max(0, 2 - o.x0), min(o.width + 4, im.width - o.x0 + 2)), flag))
 
     def hysteresis(in_addr: int, out_addr: int, tile: cv.ImageTile) -> timing.KernelCycles:
@@ -298,7 +299,7 @@ def _corner_harris(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
         rmap = _border_map(o.y0 - anchor, gh, im.height, border, run.what)
         cmap = _border_map(o.x0 - anchor, gw, im.width, border, run.what)
         return core.compute(
-            fk.harris_tile, fk.TileIn(in_addr, tile.in_pitch, o.height, o.width),
+            fk.harris_tile, TileIn(in_addr, tile.in_pitch, o.height, o.width),
             fk.HarrisParams(ksize, block, scale, v["k"]),
             fk.HarrisLayout(out_addr + lay["prod"], lay["pp"], out_addr + lay["vrow"],
                             out_addr + lay["dx"], out_addr + lay["dy"], out_addr + lay["s"],

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernel_records import Inside, TileIn
 
 TG22 = 13573
 """tan(22.5 degrees) in 15-bit fixed point, rounded: the direction test of Canny's
@@ -24,26 +25,6 @@ CLASS_WEAK = 128
 threshold (an edge only if connected to a strong one)."""
 CLASS_STRONG = 255
 """Edge-class map value of an edge pixel (above the high threshold, or connected to one)."""
-
-
-class TileIn(NamedTuple):
-    """A tile's source in TCM (first byte `src`, rows `in_pitch` bytes apart) and its size
-    in output pixels, `h` x `w`."""
-
-    src: int
-    in_pitch: int
-    h: int
-    w: int
-
-
-class Inside(NamedTuple):
-    """The part of a tile's grid inside the image: rows `row_lo`..`row_hi` - 1, columns
-    `col_lo`..`col_hi` - 1."""
-
-    row_lo: int
-    row_hi: int
-    col_lo: int
-    col_hi: int
 
 
 class CannyParams(NamedTuple):
@@ -70,6 +51,16 @@ class CannyLayout(NamedTuple):
     p32: int
     s: int
     d: int
+
+
+class SobelRows(NamedTuple):
+    """Where `sobel_row` writes one row: the smoothed (S) and differentiated (D) columns,
+    then dx and dy, each as int16 rows."""
+
+    s: int
+    d: int
+    dx: int
+    dy: int
 
 
 class HarrisParams(NamedTuple):
@@ -99,15 +90,15 @@ class HarrisLayout(NamedTuple):
 
 
 @njit
-def sobel_row(ctx: isa.Context, src: int, in_pitch: int, cols: int, ksize: int, s_at: int,
-              d_at: int, dx_at: int, dy_at: int, raw: npt.NDArray[np.uint8],
-              v: npt.NDArray[np.int16]) -> None:
+def sobel_row(ctx: isa.Context, src: int, in_pitch: int, cols: int, ksize: int,
+              at: SobelRows, raw: npt.NDArray[np.uint8], v: npt.NDArray[np.int16]) -> None:
     """OpenCV's integer Sobel derivatives (int16, ksize 3 or 5) of `cols` positions of one
     row: position j reads source columns j..j + ksize - 1 of the ksize rows from `src`
     (`in_pitch` apart). The vertical pass writes the smoothed (S) and differentiated (D)
-    columns as int16 rows at `s_at` and `d_at`; the horizontal pass gives dx (the derivative
-    across S) at `dx_at` and dy (the smoothing across D) at `dy_at`. `raw` is ksize uint8
+    columns as int16 rows at `at.s` and `at.d`; the horizontal pass gives dx (the derivative
+    across S) at `at.dx` and dy (the smoothing across D) at `at.dy`. `raw` is ksize uint8
     registers, `v` eight int16 registers."""
+    s_at, d_at, dx_at, dy_at = at
     taps = ksize
     n_src = cols + taps - 1
     s = v[5]
@@ -210,7 +201,7 @@ def converge(ctx: isa.Context, work: int, pitch: int, h: int, w: int) -> int:
         isa.splat_u8(ctx, 0, ring[side])
     zero = isa.splat_u8(ctx, 0)
     full = isa.splat_u8(ctx, 255)
-    iota = np.arange(64).astype(np.uint8)  # a constant register: lane numbers
+    iota = np.arange(isa.LANES_8).astype(np.uint8)  # a constant register: lane numbers
     last = w // 64  # the chunk holding column w
     inner_first = np.empty(isa.LANES_8, np.uint8)
     inner_last = np.empty(isa.LANES_8, np.uint8)
@@ -282,7 +273,7 @@ def canny_classify_tile(ctx: isa.Context, tile: TileIn, params: CannyParams,
     `lay.work`, then hysteresis inside the tile (`converge`), whose result goes to
     flags[0]."""
     src, in_pitch, h, w = tile
-    ksize, l2, low, high = params
+    ksize, l2, _, _ = params
     work, p8, dxa, dya, p16, mag, p32, s_at, d_at = lay
     row_lo, row_hi, col_lo, col_hi = inside
     raw = np.empty((5, isa.LANES_8), np.uint8)
@@ -300,8 +291,8 @@ def canny_classify_tile(ctx: isa.Context, tile: TileIn, params: CannyParams,
             for q in range(0, 4 * gw, 64):
                 isa.storeu(ctx, zero32, row + q)
             continue
-        sobel_row(ctx, src + gi * in_pitch, in_pitch, gw, ksize, s_at, d_at,
-                  dxa + gi * p16, dya + gi * p16, raw, v)
+        sobel_row(ctx, src + gi * in_pitch, in_pitch, gw, ksize,
+                  SobelRows(s_at, d_at, dxa + gi * p16, dya + gi * p16), raw, v)
         for j in range(0, gw, 32):
             isa.loadu_i16(ctx, dxa + gi * p16 + 2 * j, dxv)
             isa.loadu_i16(ctx, dya + gi * p16 + 2 * j, dyv)
@@ -322,7 +313,7 @@ def canny_classify_tile(ctx: isa.Context, tile: TileIn, params: CannyParams,
             isa.store_partial(ctx, zero32, row, 4 * col_lo)
         if col_hi < gw:
             isa.store_partial(ctx, zero32, row + 4 * col_hi, 4 * (gw - col_hi))
-    _nms(ctx, h, w, low, high, work, p8, dxa, dya, p16, mag, p32)
+    _nms(ctx, h, w, params, lay)
     isa.storeu(ctx, zero8, work - 64)
     for i in range(h + 2):
         isa.storeu(ctx, zero8, work + i * p8 + w + 2)
@@ -330,10 +321,11 @@ def canny_classify_tile(ctx: isa.Context, tile: TileIn, params: CannyParams,
 
 
 @njit
-def _nms(ctx: isa.Context, h: int, w: int, low: int, high: int, work: int, p8: int,
-         dxa: int, dya: int, p16: int, mag: int, p32: int) -> None:
+def _nms(ctx: isa.Context, h: int, w: int, params: CannyParams, lay: CannyLayout) -> None:
     """Non-maximum suppression and thresholds of OpenCV's Canny, 16 int32 lanes at a time,
     for the (h + 2) x (w + 2) positions at grid offset (1, 1); writes the class bytes."""
+    _, _, low, high = params
+    work, p8, dxa, dya, p16, mag, p32, _, _ = lay
     nb = np.empty((9, isa.LANES_32), np.int32)
     dxv = np.empty(isa.LANES_16, np.int16)
     dyv = np.empty(isa.LANES_16, np.int16)
@@ -480,8 +472,8 @@ def harris_tile(ctx: isa.Context, tile: TileIn, params: HarrisParams, lay: Harri
     for gi in range(gh):
         if rmap[gi] != gi:
             continue
-        sobel_row(ctx, src + gi * in_pitch, in_pitch, gw, ksize, s_at, d_at, dx_at, dy_at,
-                  raw, v)
+        sobel_row(ctx, src + gi * in_pitch, in_pitch, gw, ksize,
+                  SobelRows(s_at, d_at, dx_at, dy_at), raw, v)
         row = prod + gi * pp
         for j in range(0, gw, 32):
             isa.loadu_i16(ctx, dx_at + 2 * j, dxv)

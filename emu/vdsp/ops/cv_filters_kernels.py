@@ -83,6 +83,16 @@ class FloatFilter(NamedTuple):
     out16: bool
 
 
+class FinishRegs(NamedTuple):
+    """The registers `_finish_float` rounds, packs and stores through: four int32, two
+    int16 and one uint8."""
+
+    word: npt.NDArray[np.int32]
+    h0: npt.NDArray[np.int16]
+    h1: npt.NDArray[np.int16]
+    out: npt.NDArray[np.uint8]
+
+
 @njit
 def sep_int_tile(ctx: isa.Context, tile: FilterTile, f: IntFilter) -> None:
     """Integer separable filter of one tile: `rows` output rows of `width` values (pixels
@@ -182,11 +192,10 @@ def _to_float_rows(ctx: isa.Context, src: int, fbuf: int, rows: int, src_width: 
 
 
 @njit
-def _finish_float(ctx: isa.Context, acc: npt.NDArray[np.float32], word: npt.NDArray[np.int32],
-                  h0: npt.NDArray[np.int16], h1: npt.NDArray[np.int16],
-                  out: npt.NDArray[np.uint8], dst: int, x: int, width: int,
-                  out16: bool) -> None:
+def _finish_float(ctx: isa.Context, acc: npt.NDArray[np.float32], regs: FinishRegs, dst: int,
+                  x: int, width: int, out16: bool) -> None:
     """Round the four float32 accumulators half to even, saturate and store 64 pixels."""
+    word, h0, h1, out = regs
     for q in range(4):
         isa.round_f32_i32(ctx, acc[q], word[q])
     isa.pack_i32_i16(ctx, word[0], word[1], h0)
@@ -221,6 +230,7 @@ def float_tile(ctx: isa.Context, tile: FilterTile, f: FloatFilter) -> None:
     h0 = np.empty(isa.LANES_16, np.int16)
     h1 = np.empty(isa.LANES_16, np.int16)
     out = np.empty(isa.LANES_8, np.uint8)
+    regs = FinishRegs(word, h0, h1, out)
     if separable:
         kxv = np.empty((kx.size, isa.LANES_32), np.float32)
         kyv = np.empty((ky.size, isa.LANES_32), np.float32)
@@ -247,8 +257,7 @@ def float_tile(ctx: isa.Context, tile: FilterTile, f: FloatFilter) -> None:
                     for q in range(4):
                         isa.load_f32(ctx, fbuf + (r + j) * f_pitch + 4 * x + 64 * q, vin)
                         isa.fma_f32(ctx, acc[q], vin, kyv[j], acc[q])
-                _finish_float(ctx, acc, word, h0, h1, out, dst + r * out_pitch, x, width,
-                              out16)
+                _finish_float(ctx, acc, regs, dst + r * out_pitch, x, width, out16)
         return
     tv = np.empty((taps.size, isa.LANES_32), np.float32)
     for t in range(taps.size):
@@ -262,4 +271,4 @@ def float_tile(ctx: isa.Context, tile: FilterTile, f: FloatFilter) -> None:
                 for q in range(4):
                     isa.loadu_f32(ctx, at + 64 * q, vin)
                     isa.fma_f32(ctx, acc[q], vin, tv[t], acc[q])
-            _finish_float(ctx, acc, word, h0, h1, out, dst + r * out_pitch, x, width, out16)
+            _finish_float(ctx, acc, regs, dst + r * out_pitch, x, width, out16)

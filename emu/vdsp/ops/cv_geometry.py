@@ -75,6 +75,7 @@ import simpy
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import cv, cv_geometry_kernels
+from emu.vdsp.ops.cv_kernel_records import TileRows
 from emu.vdsp.ops.image_args import TYPE_U8, Image
 from emu.vdsp.tiling import TiledPlan, resumable, stream
 
@@ -121,9 +122,9 @@ def _flip_plan(core: VdspCore, run: cv.CvRun, rev_rows: bool, rev_cols: bool
         return cv.Rect(x0, y0, x1, y1)
 
     def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
-        return core.compute(cv_geometry_kernels.flip_tile, src, dst, tile.out.height,
-                            tile.out.width, pb, tile.in_pitch, tile.out_pitch, rev_rows,
-                            rev_cols)
+        return core.compute(cv_geometry_kernels.flip_tile,
+                            TileRows(src, dst, tile.out.height, tile.out.width, tile.in_pitch,
+                                     tile.out_pitch), pb, rev_rows, rev_cols)
 
     return cv.image_plan(core, run, kernel, source=source)
 
@@ -162,8 +163,8 @@ def _transpose_plan(core: VdspCore, run: cv.CvRun, rev_rows: bool, rev_cols: boo
             else cv_geometry_kernels.transpose3_tile)
 
     def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
-        return core.compute(body, src, dst, tile.src.height,
-                            tile.src.width, tile.in_pitch, tile.out_pitch, rev_rows, rev_cols)
+        return core.compute(body, TileRows(src, dst, tile.src.height, tile.src.width,
+                                           tile.in_pitch, tile.out_pitch), rev_rows, rev_cols)
 
     return cv.image_plan(core, run, kernel, source=source, row_step=64)
 
@@ -366,15 +367,16 @@ def _resize_run(core: VdspCore, slot: CoreSlot, run: cv.CvRun,
                 shift = (s.x0 - rx) * cn
                 r0 = (rows0[o.y0: o.y1] - s.y0).astype(np.int32)
                 if not linear:
-                    return core.compute(cv_geometry_kernels.resize_nearest_tile, src, dst,
-                                        o.height, o.width * cn, tile.in_pitch, tile.out_pitch,
+                    return core.compute(cv_geometry_kernels.resize_nearest_tile,
+                                        TileRows(src, dst, o.height, o.width * cn,
+                                                 tile.in_pitch, tile.out_pitch),
                                         at, o.x0 * cn, shift, r0)
                 used, slots = _used_rows(rows0[o.y0: o.y1], rows1[o.y0: o.y1])
                 scratch = dst + o.height * tile.out_pitch
                 gk = cv_geometry_kernels
                 return core.compute(
                     gk.resize_linear_tile,
-                    gk.LinearTile(src, dst, scratch, _scratch_pitch(o.width * cn), o.height,
+                    gk.ScratchTile(src, dst, scratch, _scratch_pitch(o.width * cn), o.height,
                                   o.width * cn, tile.in_pitch, tile.out_pitch),
                     gk.ColumnTable(at, at + 2 * padded, at + 4 * padded, o.x0 * cn, shift, cn),
                     gk.RowTable((used - s.y0).astype(np.int32), slots[0], slots[1],
@@ -423,10 +425,12 @@ def _box_run(core: VdspCore, slot: CoreSlot, run: cv.CvRun, roi: tuple[int, int,
 
             def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
                 o, s = tile.out, tile.src
-                return core.compute(cv_geometry_kernels.resize_area_tile, src, dst,
-                                    dst + o.height * tile.out_pitch, o.height, o.width * cn,
-                                    s.width * cn, tile.in_pitch, tile.out_pitch, table.offset,
-                                    kx, ky, cn, scale)
+                return core.compute(cv_geometry_kernels.resize_area_tile,
+                                    TileRows(src, dst, o.height, o.width * cn, tile.in_pitch,
+                                             tile.out_pitch),
+                                    dst + o.height * tile.out_pitch, s.width * cn,
+                                    cv_geometry_kernels.AreaTable(table.offset, kx, ky, cn,
+                                                                  scale))
 
             plan = cv.image_plan(core, run, kernel, source=source,
                                  scratch_bytes=scratch_bytes)
@@ -484,9 +488,9 @@ def _pyr_down(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
 
     def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
         o = tile.out
-        return core.compute(cv_geometry_kernels.pyr_down_tile, src, dst,
-                            dst + o.height * tile.out_pitch, o.height, o.width * cn, cn,
-                            tile.in_pitch, tile.out_pitch, _pyr_down_pitch(o.width * cn))
+        return core.compute(cv_geometry_kernels.pyr_down_tile, cv_geometry_kernels.ScratchTile(
+            src, dst, dst + o.height * tile.out_pitch, _pyr_down_pitch(o.width * cn), o.height,
+            o.width * cn, tile.in_pitch, tile.out_pitch), cn)
 
     return (yield from cv.run_plans(core, slot, run.what, [
         lambda: cv.image_plan(core, run, kernel, source=source, border=cv.BORDER_REFLECT_101,
@@ -512,10 +516,10 @@ def _pyr_up(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
 
     def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
         o, s = tile.out, tile.src
-        return core.compute(cv_geometry_kernels.pyr_up_tile, src, dst,
-                            dst + o.height * tile.out_pitch, o.height, o.width * cn, cn,
-                            s.height, s.width * cn, s.x1 == im.width, tile.in_pitch,
-                            tile.out_pitch, _pyr_up_pitch(s.width * cn))
+        return core.compute(cv_geometry_kernels.pyr_up_tile, cv_geometry_kernels.ScratchTile(
+            src, dst, dst + o.height * tile.out_pitch, _pyr_up_pitch(s.width * cn), o.height,
+            o.width * cn, tile.in_pitch, tile.out_pitch), cn, s.height, s.width * cn,
+            s.x1 == im.width)
 
     return (yield from cv.run_plans(core, slot, run.what, [
         lambda: cv.image_plan(core, run, kernel, source=source, border=cv.BORDER_REFLECT_101,

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernel_records import TileRows
 
 
 @njit
@@ -27,12 +28,13 @@ def _reverse_index(pixels: int, pixel_bytes: int, out: npt.NDArray[np.uint8]) ->
 
 
 @njit
-def flip_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, pixel_bytes: int,
-              in_pitch: int, out_pitch: int, rev_rows: bool, rev_cols: bool) -> None:
+def flip_tile(ctx: isa.Context, tile: TileRows, pixel_bytes: int, rev_rows: bool,
+              rev_cols: bool) -> None:
     """Copy a tile of `rows` x `width` pixels, with its rows in reverse order (`rev_rows`)
     and/or each row's pixels in reverse order (`rev_cols`). A reversed row is read from its
     end in vectors of whole pixels (64 for grey, 21 for RGB) that one `shfl_u8` reverses;
     the last, shorter vector of a row uses its own index vector."""
+    src, dst, rows, width, in_pitch, out_pitch = tile
     raw = np.empty(isa.LANES_8, np.uint8)
     out = np.empty(isa.LANES_8, np.uint8)
     full = np.empty(isa.LANES_8, np.uint8)
@@ -73,9 +75,9 @@ def _transpose_block(ctx: isa.Context, block: npt.NDArray[np.uint8],
 
 
 @njit
-def transpose_tile(ctx: isa.Context, src: int, dst: int, src_rows: int, src_cols: int,
-                   in_pitch: int, out_pitch: int, rev_rows: bool, rev_cols: bool) -> None:
-    """Transpose a grey tile of `src_rows` x `src_cols` into `src_cols` x `src_rows`:
+def transpose_tile(ctx: isa.Context, tile: TileRows, rev_rows: bool, rev_cols: bool) -> None:
+    """Transpose a grey tile of `src_rows` x `src_cols` (the rows and width of `tile`, of
+    its source) into `src_cols` x `src_rows`:
     output (r, c) = source (R(c), C(r)) with R(c) = src_rows - 1 - c when `rev_rows` (else
     c) and C(r) = src_cols - 1 - r when `rev_cols` (else r). So plain, `rev_rows` and
     `rev_cols` give transpose, clockwise and counter-clockwise rotation.
@@ -85,6 +87,7 @@ def transpose_tile(ctx: isa.Context, src: int, dst: int, src_rows: int, src_cols
     (each round rotates the 12-bit (row, column) index by one bit), and each result register
     is stored as one output row (in reverse order for `rev_cols`). Grey only; see
     `transpose3_tile` for RGB."""
+    src, dst, src_rows, src_cols, in_pitch, out_pitch = tile
     a = np.zeros((64, isa.LANES_8), np.uint8)
     b = np.zeros((64, isa.LANES_8), np.uint8)
     for c0 in range(0, src_rows, 64):
@@ -106,11 +109,11 @@ def transpose_tile(ctx: isa.Context, src: int, dst: int, src_rows: int, src_cols
 
 
 @njit
-def resize_nearest_tile(ctx: isa.Context, src: int, dst: int, rows: int, out_bytes: int,
-                        in_pitch: int, out_pitch: int, offsets: int, first: int, shift: int,
+def resize_nearest_tile(ctx: isa.Context, tile: TileRows, offsets: int, first: int, shift: int,
                         src_rows: npt.NDArray[np.int32]) -> None:
-    """Nearest-neighbour rows: output byte j of row r is source byte `offsets`[first + j]
-    - `shift` of tile row `src_rows`[r]; 32 bytes per gather."""
+    """Nearest-neighbour rows (`tile.width` bytes each): output byte j of row r is source
+    byte `offsets`[first + j] - `shift` of tile row `src_rows`[r]; 32 bytes per gather."""
+    src, dst, rows, out_bytes, in_pitch, out_pitch = tile
     idx = np.empty(isa.LANES_16, np.uint16)
     greg = np.empty(isa.LANES_16, np.uint16)
     g0 = np.empty(isa.LANES_16, np.uint16)
@@ -130,10 +133,11 @@ def resize_nearest_tile(ctx: isa.Context, src: int, dst: int, rows: int, out_byt
             isa.store(ctx, out, dst + r * out_pitch + x)
 
 
-class LinearTile(NamedTuple):
-    """Where a tile of a bilinear resize lies in TCM: its source at `src` (rows `in_pitch`
-    bytes apart), its output at `dst` (`rows` rows of `out_bytes`, `out_pitch` apart), its
-    int16 scratch rows at `scratch` (`s_pitch` apart)."""
+class ScratchTile(NamedTuple):
+    """Where a tile of a two-pass kernel (bilinear resize, pyrDown, pyrUp) lies in TCM: its
+    source at `src` (rows `in_pitch` bytes apart), its output at `dst` (`rows` rows of
+    `out_bytes`, `out_pitch` apart), its int16 scratch rows at `scratch` (`s_pitch`
+    apart)."""
 
     src: int
     dst: int
@@ -171,7 +175,7 @@ class RowTable(NamedTuple):
 
 
 @njit
-def resize_linear_tile(ctx: isa.Context, tile: LinearTile, columns: ColumnTable,
+def resize_linear_tile(ctx: isa.Context, tile: ScratchTile, columns: ColumnTable,
                        row_table: RowTable) -> None:
     """OpenCV's 8-bit bilinear resize of the rows of a tile.
 
@@ -244,8 +248,7 @@ def resize_linear_tile(ctx: isa.Context, tile: LinearTile, columns: ColumnTable,
 
 
 @njit
-def pyr_down_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int, width: int,
-                  pixel_bytes: int, in_pitch: int, out_pitch: int, s_pitch: int) -> None:
+def pyr_down_tile(ctx: isa.Context, tile: ScratchTile, pixel_bytes: int) -> None:
     """pyrDown of a tile: `rows` outputs of `width` bytes (grey or RGB) from 2 * rows + 3
     source rows that start two rows and two pixels before the tile's first output's source
     pixel.
@@ -258,6 +261,7 @@ def pyr_down_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int,
     multiply-accumulates (at most 4080). Vertical pass: the
     same weights over five scratch rows in 16-bit lanes read as unsigned (at most 65280),
     plus 128, shifted right by 8 (logical): OpenCV's (sum + 128) >> 8."""
+    src, dst, scratch, s_pitch, rows, width, in_pitch, out_pitch = tile
     a = np.empty(isa.LANES_8, np.uint8)
     b = np.empty(isa.LANES_8, np.uint8)
     taps = (np.empty(isa.LANES_8, np.uint8), np.empty(isa.LANES_8, np.uint8),
@@ -318,9 +322,8 @@ def pyr_down_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int,
 
 
 @njit
-def pyr_up_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int, width: int,
-                pixel_bytes: int, src_rows: int, src_cols: int, right_edge: bool,
-                in_pitch: int, out_pitch: int, s_pitch: int) -> None:
+def pyr_up_tile(ctx: isa.Context, tile: ScratchTile, pixel_bytes: int, src_rows: int,
+                src_cols: int, right_edge: bool) -> None:
     """pyrUp of a tile: `rows` (even) output rows of `width` bytes (an even number of
     pixels, grey or RGB) from a source tile of `src_rows` rows of `src_cols` bytes that
     starts one row and one pixel before the first output's source pixel.
@@ -333,6 +336,7 @@ def pyr_up_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int, w
     forms even outputs 1 6 1 and odd outputs 4 4 from three unaligned loads one pixel apart,
     rounds (sum + 32) >> 6 into bytes and interleaves even and odd outputs (bytes for grey,
     3-byte groups with a two-register select for RGB)."""
+    src, dst, scratch, s_pitch, rows, width, in_pitch, out_pitch = tile
     a = np.empty(isa.LANES_8, np.uint8)
     c = np.empty(isa.LANES_8, np.uint8)
     d = np.empty(isa.LANES_8, np.uint8)
@@ -421,13 +425,13 @@ def pyr_up_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int, w
 
 
 @njit
-def transpose3_tile(ctx: isa.Context, src: int, dst: int, src_rows: int, src_cols: int,
-                    in_pitch: int, out_pitch: int, rev_rows: bool, rev_cols: bool) -> None:
+def transpose3_tile(ctx: isa.Context, tile: TileRows, rev_rows: bool, rev_cols: bool) -> None:
     """`transpose_tile` for 3-byte (RGB) pixels. Each block of 64 x 64 pixels is split into
     three channel planes (two two-register selects per plane and source row), the planes are
     transposed as bytes, and each output row is put back together from the planes (two
     selects per output vector). Only the source and output bytes of real pixels are read and
     written."""
+    src, dst, src_rows, src_cols, in_pitch, out_pitch = tile
     planes = np.zeros((3, 64, isa.LANES_8), np.uint8)
     spare = np.zeros((64, isa.LANES_8), np.uint8)
     raw = np.zeros((3, isa.LANES_8), np.uint8)
@@ -481,10 +485,20 @@ def transpose3_tile(ctx: isa.Context, src: int, dst: int, src_rows: int, src_col
                         isa.store_partial(ctx, out, at + 64 * j, out_bytes - 64 * j)
 
 
+class AreaTable(NamedTuple):
+    """An area resize's column table in TCM (`offsets`), its factors `kx` x `ky`, the bytes
+    of a pixel and the float32 `scale`, 1 / (kx * ky)."""
+
+    offsets: int
+    kx: int
+    ky: int
+    pixel_bytes: int
+    scale: float
+
+
 @njit
-def resize_area_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: int,
-                     out_bytes: int, src_bytes: int, in_pitch: int, out_pitch: int, offsets: int,
-                     kx: int, ky: int, pixel_bytes: int, scale: float) -> None:
+def resize_area_tile(ctx: isa.Context, tile: TileRows, scratch: int, src_bytes: int,
+                     table: AreaTable) -> None:
     """OpenCV's area resize by integer factors `kx` x `ky` (not 2 x 2): each output byte is
     round-half-even(float32(sum of its kx x ky source bytes) * `scale`), `scale` being
     float32(1 / (kx * ky)).
@@ -494,6 +508,8 @@ def resize_area_tile(ctx: isa.Context, src: int, dst: int, scratch: int, rows: i
     each output byte's first pixel in the scratch row), one per horizontal tap with the base
     moved a pixel on, are widened and summed in int32, converted to float32, scaled and
     rounded, and packed into bytes."""
+    src, dst, rows, out_bytes, in_pitch, out_pitch = tile
+    offsets, kx, ky, pixel_bytes, scale = table
     raw = np.empty(isa.LANES_8, np.uint8)
     acc0 = np.empty(isa.LANES_16, np.int16)
     acc1 = np.empty(isa.LANES_16, np.int16)

@@ -15,6 +15,7 @@ import simpy
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import cv, cv_pixel_kernels
+from emu.vdsp.ops.cv_kernel_records import TileRows
 from emu.vdsp.ops.image_args import TYPE_U8, Image
 
 if TYPE_CHECKING:
@@ -47,9 +48,9 @@ def _threshold(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
     row_bytes = run.inputs[0].image.row_bytes
 
     def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
-        return core.compute(cv_pixel_kernels.threshold_tile, src, dst, tile.out.height,
-                            row_bytes, tile.in_pitch, tile.out_pitch, thresh, maxval,
-                            v["type"])
+        return core.compute(cv_pixel_kernels.threshold_tile,
+                            TileRows(src, dst, tile.out.height, row_bytes, tile.in_pitch,
+                                     tile.out_pitch), thresh, maxval, v["type"])
 
     return (yield from cv.run_plans(core, slot, run.what,
                                     [lambda: cv.image_plan(core, run, kernel)]))

@@ -6,13 +6,15 @@ import numpy as np
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernel_records import TileRows
 
 
 @njit
-def threshold_tile(ctx: isa.Context, src: int, dst: int, rows: int, row_bytes: int,
-                   in_pitch: int, out_pitch: int, thresh: int, maxval: int, kind: int) -> None:
-    """OpenCV's threshold types 0-4 on `rows` rows of `row_bytes` uint8 values, in int16
-    halves: a pixel passes when it is greater than `thresh` (-1..255)."""
+def threshold_tile(ctx: isa.Context, tile: TileRows, thresh: int, maxval: int,
+                   kind: int) -> None:
+    """OpenCV's threshold types 0-4 on `rows` rows of `row_bytes` uint8 values (`tile.width`),
+    in int16 halves: a pixel passes when it is greater than `thresh` (-1..255)."""
+    src, dst, rows, row_bytes, in_pitch, out_pitch = tile
     raw = np.empty(isa.LANES_8, np.uint8)
     out = np.empty(isa.LANES_8, np.uint8)
     halves = (np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16))

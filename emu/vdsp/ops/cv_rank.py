@@ -49,6 +49,7 @@ import simpy
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import cv, cv_rank_kernels
+from emu.vdsp.ops.cv_kernel_records import TileRows
 from emu.vdsp.ops.image_args import TYPE_U8, Image
 from emu.vdsp.tcm import VECTOR_ALIGN_BYTES
 
@@ -218,9 +219,10 @@ def _median(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
         return cv.Rect(out.x0 - r, out.y0 - r, out.x1 + r, out.y1 + r)
 
     def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
-        return core.compute(cv_rank_kernels.median_tile, src, dst, tile.out.height,
-                            tile.out.width * pb, tile.in_pitch, tile.out_pitch, k, pb,
-                            column, select, used, output)
+        return core.compute(cv_rank_kernels.median_tile,
+                            TileRows(src, dst, tile.out.height, tile.out.width * pb,
+                                     tile.in_pitch, tile.out_pitch),
+                            k, pb, column, select, used, output)
 
     return (yield from cv.run_plans(core, slot, run.what, [lambda: cv.image_plan(
         core, run, kernel, source=source, border=cv.BORDER_REPLICATE)]))
@@ -252,11 +254,11 @@ def _morphology(dilate: bool) -> Any:
         def extreme(src: int, src_pitch: int, dst: int, dst_pitch: int, rows: int,
                     row_bytes: int, taps: int, tap_bytes: int, down: bool
                     ) -> timing.KernelCycles:
+            tile = TileRows(src, dst, rows, row_bytes, src_pitch, dst_pitch)
             if doubling_pays(rows, row_bytes, taps, tap_bytes, down):
-                return core.compute(cv_rank_kernels.extreme_doubling_tile, src, src_pitch, dst,
-                                    dst_pitch, rows, row_bytes, taps, tap_bytes, down, dilate)
-            return core.compute(cv_rank_kernels.extreme_tile, src, src_pitch, dst, dst_pitch,
-                                rows, row_bytes, taps, tap_bytes, dilate)
+                return core.compute(cv_rank_kernels.extreme_doubling_tile, tile, taps,
+                                    tap_bytes, down, dilate)
+            return core.compute(cv_rank_kernels.extreme_tile, tile, taps, tap_bytes, dilate)
 
         def kernel(src: int, dst: int, tile: cv.ImageTile) -> timing.KernelCycles:
             row_bytes = tile.out.width * pb

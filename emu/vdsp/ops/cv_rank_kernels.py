@@ -7,6 +7,7 @@ import numpy.typing as npt
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernel_records import TileRows
 
 U8 = npt.NDArray[np.uint8]
 Program = npt.NDArray[np.int32]
@@ -38,12 +39,12 @@ def _exchange(ctx: isa.Context, regs: U8, names: npt.NDArray[np.int64], spare: i
 
 
 @njit
-def median_tile(ctx: isa.Context, src: int, dst: int, rows: int, row_bytes: int,
-                in_pitch: int, out_pitch: int, k: int, pixel_bytes: int,
+def median_tile(ctx: isa.Context, tile: TileRows, k: int, pixel_bytes: int,
                 column_sort: Program, select: Program, used: npt.NDArray[np.int64],
                 out_wire: int) -> None:
-    """The k x k median of `rows` output rows of `row_bytes` bytes; source row r + i and
-    byte x + j * pixel_bytes hold the window's pixel (i, j) of output byte x of row r.
+    """The k x k median of `rows` output rows of `row_bytes` bytes (`tile.width`); source
+    row r + i and byte x + j * pixel_bytes hold the window's pixel (i, j) of output byte x
+    of row r.
 
     Per output vector: the k source rows of the next vector are loaded and sorted down
     each column (`column_sort`, a sorting network on k wires, shared by the three (k)
@@ -51,7 +52,8 @@ def median_tile(ctx: isa.Context, src: int, dst: int, rows: int, row_bytes: int,
     the sorted columns shifted by j pixels (`sel_u8` of this vector and the next), and the
     pruned selection network `select` leaves the median in wire `out_wire`. Only the wires
     `used` lists are made."""
-    lanes = isa.VECTOR_BYTES
+    src, dst, rows, row_bytes, in_pitch, out_pitch = tile
+    lanes = isa.LANES_8
     n = k * k
     # Registers: 2k sorted columns (this vector, the next), n + 1 window wires (one spare).
     cols = np.empty((2 * k + 1, lanes), np.uint8)
@@ -90,14 +92,15 @@ def median_tile(ctx: isa.Context, src: int, dst: int, rows: int, row_bytes: int,
 
 
 @njit
-def extreme_tile(ctx: isa.Context, src: int, src_pitch: int, dst: int, dst_pitch: int,
-                 rows: int, row_bytes: int, taps: int, tap_bytes: int, largest: bool) -> None:
-    """Byte x of output row r = the maximum (`largest`) or minimum of the `taps` source bytes
-    at src + r * src_pitch + x + t * tap_bytes (t < taps): a 1-D window along a row
-    (`tap_bytes` = the pixel size) or down a column (`tap_bytes` = the row pitch), one
-    vector of 64 bytes at a time."""
-    acc = np.empty(isa.VECTOR_BYTES, np.uint8)
-    v = np.empty(isa.VECTOR_BYTES, np.uint8)
+def extreme_tile(ctx: isa.Context, tile: TileRows, taps: int, tap_bytes: int,
+                 largest: bool) -> None:
+    """Byte x of output row r (of `tile.rows` rows of `tile.width` bytes) = the maximum
+    (`largest`) or minimum of the `taps` source bytes at src + r * src_pitch + x + t *
+    tap_bytes (t < taps): a 1-D window along a row (`tap_bytes` = the pixel size) or down a
+    column (`tap_bytes` = the row pitch), one vector of 64 bytes at a time."""
+    src, dst, rows, row_bytes, src_pitch, dst_pitch = tile
+    acc = np.empty(isa.LANES_8, np.uint8)
+    v = np.empty(isa.LANES_8, np.uint8)
     for r in range(rows):
         for x in range(0, row_bytes, isa.VECTOR_BYTES):
             at = src + r * src_pitch + x
@@ -112,11 +115,12 @@ def extreme_tile(ctx: isa.Context, src: int, src_pitch: int, dst: int, dst_pitch
 
 
 @njit
-def _extreme_step(ctx: isa.Context, src: int, src_pitch: int, dst: int, dst_pitch: int,
-                  rows: int, row_bytes: int, offset: int, largest: bool, a: U8, b: U8) -> None:
+def _extreme_step(ctx: isa.Context, tile: TileRows, offset: int, largest: bool, a: U8,
+                  b: U8) -> None:
     """dst byte x of row r = max (or min) of src bytes x and x + offset of row r, rows and
     vectors in increasing order (so dst may be src: each vector reads before it is
     overwritten)."""
+    src, dst, rows, row_bytes, src_pitch, dst_pitch = tile
     for r in range(rows):
         for x in range(0, row_bytes, isa.VECTOR_BYTES):
             at = src + r * src_pitch + x
@@ -130,8 +134,7 @@ def _extreme_step(ctx: isa.Context, src: int, src_pitch: int, dst: int, dst_pitc
 
 
 @njit
-def extreme_doubling_tile(ctx: isa.Context, src: int, src_pitch: int, dst: int,
-                          dst_pitch: int, rows: int, row_bytes: int, taps: int, tap_bytes: int,
+def extreme_doubling_tile(ctx: isa.Context, tile: TileRows, taps: int, tap_bytes: int,
                           down: bool, largest: bool) -> None:
     """What `extreme_tile` computes, in about log2(taps) steps of two loads, one max (min)
     and one store per vector instead of `taps` loads: in place in the source, each step
@@ -139,8 +142,9 @@ def extreme_doubling_tile(ctx: isa.Context, src: int, src_pitch: int, dst: int,
     two <= taps), and the last step combines the windows at t and t + taps - p into `dst`.
     `down`: the taps run down the rows (`tap_bytes` is the pitch), else along a row. The
     source is overwritten."""
-    a = np.empty(isa.VECTOR_BYTES, np.uint8)
-    b = np.empty(isa.VECTOR_BYTES, np.uint8)
+    src, _, rows, row_bytes, src_pitch, _ = tile
+    a = np.empty(isa.LANES_8, np.uint8)
+    b = np.empty(isa.LANES_8, np.uint8)
     offsets = np.empty(32, np.int64)
     n = 0
     p = 1
@@ -160,8 +164,7 @@ def extreme_doubling_tile(ctx: isa.Context, src: int, src_pitch: int, dst: int,
         else:
             ext_bytes -= o * tap_bytes
         if i == n - 1:
-            _extreme_step(ctx, src, src_pitch, dst, dst_pitch, rows, row_bytes, o * tap_bytes,
-                          largest, a, b)
+            _extreme_step(ctx, tile, o * tap_bytes, largest, a, b)
         else:
-            _extreme_step(ctx, src, src_pitch, src, src_pitch, ext_rows, ext_bytes,
+            _extreme_step(ctx, TileRows(src, src, ext_rows, ext_bytes, src_pitch, src_pitch),
                           o * tap_bytes, largest, a, b)

@@ -41,6 +41,7 @@ from emu.errors import DspError
 from emu.soc.sched import CoreSlot, StageBody
 from emu.vdsp import timing
 from emu.vdsp.ops import cv, cv_stats_kernels
+from emu.vdsp.ops.cv_kernel_records import TileRows
 from emu.vdsp.ops.image_args import TYPE_S32, TYPE_U8, Image
 from emu.vdsp.tcm import VECTOR_ALIGN_BYTES
 from emu.vdsp.tiling import Region, TiledPlan, resumable, stream
@@ -85,8 +86,9 @@ def _integral(core: VdspCore, slot: CoreSlot, run: cv.CvRun) -> Generator[
 
     def kernel(src: int, out: int, tile: cv.ImageTile) -> timing.KernelCycles:
         prior = -1 if tile.out.y0 == 0 else carry_at[0]
-        return core.compute(cv_stats_kernels.integral_tile, src, out, tile.out.height, width,
-                            tile.in_pitch, tile.out_pitch, prior, carry_at[0])
+        return core.compute(cv_stats_kernels.integral_tile,
+                            TileRows(src, out, tile.out.height, width, tile.in_pitch,
+                                     tile.out_pitch), prior, carry_at[0])
 
     def tiles(slot: CoreSlot, first: int) -> Generator[simpy.Event, Any, int | None]:
         carry = core.tcm.alloc(0, carry_bytes, f"{run.what} carry")

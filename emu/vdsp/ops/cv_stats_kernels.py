@@ -7,6 +7,7 @@ import numpy as np
 
 from emu.jit import njit
 from emu.vdsp import isa
+from emu.vdsp.ops.cv_kernel_records import TileRows
 
 HIST_LANES = isa.LANES_32
 """Sub-histograms of the histogram pass: one per int32 lane of a gather."""
@@ -18,8 +19,7 @@ HIST_BYTES = HIST_LANES * HIST_ROW_BYTES
 
 
 @njit
-def integral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, in_pitch: int,
-                  out_pitch: int, carry: int, keep: int) -> None:
+def integral_tile(ctx: isa.Context, tile: TileRows, carry: int, keep: int) -> None:
     """`rows` rows of an integral image, `width` int32 values each, from as many source rows
     of `width` bytes (the first column and, for the image's first row, the first row are the
     zero border): value x of row r = the sum of source bytes 0..x of row r plus value x of
@@ -30,6 +30,7 @@ def integral_tile(ctx: isa.Context, src: int, dst: int, rows: int, width: int, i
     shift-and-add steps (sel_u8 with zeros shifted in, add_i16; 32 x 255 fits int16), widened
     to int32, plus the running row sum (its last lane broadcast by sel_u8) and the row above.
     """
+    src, dst, rows, width, in_pitch, out_pitch = tile
     zero = isa.splat_u8(ctx, 0)
     raw = np.empty(isa.LANES_8, np.uint8)
     halves = np.empty((2, isa.LANES_8), np.uint8)

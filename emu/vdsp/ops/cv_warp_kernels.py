@@ -11,6 +11,8 @@ interleaved rows). The coordinate and interpolation arithmetic is described in
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -26,6 +28,38 @@ P_MAP, P_MAP_PITCH, P_SRC_X0, P_SRC_Y0, P_PIECE_ROWS, P_MERGE, P_PART = 11, 12, 
 P_LO_X, P_HI_X, P_LO_Y, P_HI_Y, P_IOTA, P_CONSTANT = 18, 19, 20, 21, 22, 23
 P_SRC_W, P_SRC_H, P_CN = 24, 25, 26
 N_PARAMS = 27
+
+
+class BilinearRegs(NamedTuple):
+    """The registers `_interpolate` works in: the gather's address register, the four taps'
+    gathered pixels (uint16 rows), an int32 for widening, the float32 taps p00 .. p11 and
+    the two row values v0, v1, the two int32 halves of the rounded result."""
+
+    greg: isa.U16
+    pix: npt.NDArray[np.uint16]
+    wide: isa.I32
+    p00: isa.F32
+    p01: isa.F32
+    p10: isa.F32
+    p11: isa.F32
+    v0: isa.F32
+    v1: isa.F32
+    rnd: tuple[isa.I32, isa.I32]
+
+
+class BorderRegs(NamedTuple):
+    """The registers `_non_finite` works in: constants (the last source column and row
+    `lim`, -2, INT_MIN, 0.0, 1, 0) and the scratch `t`, `m`, `n`."""
+
+    lim: npt.NDArray[np.int32]
+    low: isa.I32
+    intmin: isa.I32
+    fzero: isa.F32
+    one: isa.I32
+    zero: isa.I32
+    t: isa.I32
+    m: isa.Mask
+    n: isa.Mask
 
 
 @njit
@@ -52,15 +86,14 @@ def _origins(ctx: isa.Context, linear: bool, sx: isa.F32, sy: isa.F32, ix: isa.I
 
 
 @njit
-def _interpolate(ctx: isa.Context, src: int, o16: npt.NDArray[np.int16], greg: isa.U16,
-                 pix: npt.NDArray[np.uint16], wide: isa.I32, alpha: tuple[isa.F32, isa.F32],
-                 beta: tuple[isa.F32, isa.F32], p00: isa.F32, p01: isa.F32, p10: isa.F32,
-                 p11: isa.F32, v0: isa.F32, v1: isa.F32, rnd: tuple[isa.I32, isa.I32],
-                 out: isa.I16) -> None:
+def _interpolate(ctx: isa.Context, src: int, o16: npt.NDArray[np.int16],
+                 alpha: tuple[isa.F32, isa.F32], beta: tuple[isa.F32, isa.F32],
+                 regs: BilinearRegs, out: isa.I16) -> None:
     """Bilinear values of 32 lanes whose four taps are at offsets o16[0..3] from `src`:
     gathered, widened to float32 and interpolated as OpenCV orders it (v0 = p00 + a (p01 -
     p00), v1 likewise, v0 + b (v1 - v0)), each product and sum rounded, then rounded to the
     nearest integer (ties to even) and packed with saturation into `out`."""
+    greg, pix, wide, p00, p01, p10, p11, v0, v1, rnd = regs
     for t in range(4):
         isa.gather_a_u8(ctx, src, isa.as_u16(o16[t]), greg)
         isa.gather_d(ctx, greg, pix[t])
@@ -83,14 +116,13 @@ def _interpolate(ctx: isa.Context, src: int, o16: npt.NDArray[np.int16], greg: i
 
 @njit
 def _non_finite(ctx: isa.Context, simd: bool, ix: isa.I32, iy: isa.I32, alpha: isa.F32,
-                beta: isa.F32, lim: npt.NDArray[np.int32], low: isa.I32, intmin: isa.I32,
-                fzero: isa.F32, one: isa.I32, zero: isa.I32, t: isa.I32, m: isa.Mask,
-                n: isa.Mask) -> None:
+                beta: isa.F32, regs: BorderRegs) -> None:
     """Constant border, linear: OpenCV stores the border value without interpolating where
     all four taps are outside, per pixel in its scalar tail and per block of 16 pixels in its
     SIMD loop (where only all of them outside counts). That differs from interpolating four
     border taps only when a coordinate converted to INT_MIN (NaN, +-inf, out of range) makes
     a weight NaN or infinite; such weights are zeroed where OpenCV skips."""
+    lim, low, intmin, fzero, one, zero, t, m, n = regs
     isa.min_i32(ctx, ix, iy, t)
     if isa.rmin_i32(ctx, t) != -2147483648:
         return
@@ -183,6 +215,8 @@ def warp_tile(ctx: isa.Context, src: int, dst: int, p: npt.NDArray[np.int64],
     out = np.empty(isa.LANES_8, np.uint8)
     rowc = np.empty((3, isa.LANES_32), np.float32)
     ycoord = np.empty(isa.LANES_32, np.float32)
+    bilinear = BilinearRegs(greg, pix, wide, p00, p01, p10, p11, v0, v1, rnd)
+    border = BorderRegs(lim, low, intmin, fzero, one, zero, t32b, inside, below)
     for r in range(rows):
         y = p[P_OUT_Y0] + r
         if kind != KIND_REMAP:
@@ -227,8 +261,7 @@ def warp_tile(ctx: isa.Context, src: int, dst: int, p: npt.NDArray[np.int64],
                         isa.sub_f32(ctx, sx, rx, alpha[q])
                         isa.sub_f32(ctx, sy, ry, beta[q])
                         if constant:
-                            _non_finite(ctx, col < nsimd, ix, iy, alpha[q], beta[q], lim, low,
-                                        intmin, fzero, one, zero, t32b, inside, below)
+                            _non_finite(ctx, col < nsimd, ix, iy, alpha[q], beta[q], border)
                     isa.max_i32(ctx, ix, lox, ix)
                     isa.min_i32(ctx, ix, hix, ix)
                     isa.max_i32(ctx, iy, loy, iy)
@@ -274,8 +307,7 @@ def warp_tile(ctx: isa.Context, src: int, dst: int, p: npt.NDArray[np.int64],
                             isa.add_i16(ctx, o16[t], one16, o16[t])
                     at = dst + r * p[P_OUT_PITCH] + cn * (x + 32 * h) + c
                     if linear:
-                        _interpolate(ctx, src, o16, greg, pix, wide, alpha, beta, p00, p01,
-                                     p10, p11, v0, v1, rnd, res[h])
+                        _interpolate(ctx, src, o16, alpha, beta, bilinear, res[h])
                         if cn > 1:
                             isa.scatter_i8(ctx, res[h], at, lanes3)
                     else:

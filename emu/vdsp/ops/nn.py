@@ -146,12 +146,12 @@ def _quantization(dequantize: bool) -> Callable[..., Generator[simpy.Event, Any,
 
                 def kernel(src: int, dst: int, work: tuple[int, int]) -> timing.KernelCycles:
                     count, at = work
-                    phase = at % period
+                    tables = nn_kernels.ParamTables(table.offset, zp_at, period, at % period)
                     if dequantize:
-                        return core.compute(nn_kernels.dequantize_tile, src, dst, count,
-                                            table.offset, zp_at, period, phase, unsigned)
-                    return core.compute(nn_kernels.quantize_tile, src, dst, count, table.offset,
-                                        zp_at, period, phase, args.mode == MODE_SCALE, unsigned)
+                        return core.compute(nn_kernels.dequantize_tile, src, dst, count, tables,
+                                            unsigned)
+                    return core.compute(nn_kernels.quantize_tile, src, dst, count, tables,
+                                        args.mode == MODE_SCALE, unsigned)
 
                 plan = TiledPlan(core, _elementwise_tiles(inp, out, args, tile, in_size, out_size),
                                  tile * in_size, tile * out_size, kernel)

@@ -17,6 +17,8 @@ below 2**-126 flush to zero).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from emu.jit import njit
@@ -34,18 +36,28 @@ EXP2_POLY = np.array([1.0, 0.6931471805599453, 0.2402265069591007, 0.05550410866
                      dtype=np.float32)
 
 
+class ParamTables(NamedTuple):
+    """The per-lane parameter tables of a tile in TCM (see the module docstring): scales at
+    `scale`, zero points at `zero_point`, their `period` and the tile's first element's
+    `phase` in it."""
+
+    scale: int
+    zero_point: int
+    period: int
+    phase: int
+
+
 @njit
-def quantize_tile(
-    ctx: Context, src: int, dst: int, count: int, table: int, zp_table: int, period: int,
-    phase: int, divide: bool, unsigned: bool,
-) -> None:
+def quantize_tile(ctx: Context, src: int, dst: int, count: int, tables: ParamTables,
+                  divide: bool, unsigned: bool) -> None:
     """float32[count] at `src` -> int8/uint8[count] at `dst`:
     q = saturate(round_half_even(x / s + z)) when `divide` (SCALE), or with x * s (SHIFT,
     where s = 2**shift), s and z from the tables at lane phase `phase`."""
+    table, zp_table, period, phase = tables
     x, s, z = np.empty(LANES, np.float32), np.empty(LANES, np.float32), np.empty(LANES, np.float32)
     q = np.empty((4, LANES), np.int32)
-    low, high = np.empty(2 * LANES, np.int16), np.empty(2 * LANES, np.int16)
-    packed = np.empty(VEC, np.uint8)
+    low, high = np.empty(isa.LANES_16, np.int16), np.empty(isa.LANES_16, np.int16)
+    packed = np.empty(isa.LANES_8, np.uint8)
     signed = packed.view(np.int8)
     for base in range(0, count, 4 * LANES):
         for part in range(4):
@@ -72,13 +84,12 @@ def quantize_tile(
 
 
 @njit
-def dequantize_tile(
-    ctx: Context, src: int, dst: int, count: int, table: int, zp_table: int, period: int,
-    phase: int, unsigned: bool,
-) -> None:
+def dequantize_tile(ctx: Context, src: int, dst: int, count: int, tables: ParamTables,
+                    unsigned: bool) -> None:
     """int8/uint8[count] at `src` -> float32[count] at `dst`: y = (float(q) - z) * s."""
-    raw = np.empty(VEC, np.int8)
-    halves = np.empty((2, 2 * LANES), np.int16)
+    table, zp_table, period, phase = tables
+    raw = np.empty(isa.LANES_8, np.int8)
+    halves = np.empty((2, isa.LANES_16), np.int16)
     q = np.empty(LANES, np.int32)
     y, s, z = np.empty(LANES, np.float32), np.empty(LANES, np.float32), np.empty(LANES, np.float32)
     for base in range(0, count, 4 * LANES):

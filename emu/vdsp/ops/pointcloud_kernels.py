@@ -58,12 +58,15 @@ def _encode(ctx: Context, v: F32, dim: int, p: np.ndarray, scale: F32, shifted: 
 
 
 @njit_inline
-def _cells(ctx: Context, x: F32, y: F32, z: F32, p: np.ndarray, x_len: int, y_len: int,
+def _cells(ctx: Context, xyz: tuple[F32, F32, F32], p: np.ndarray, grid: tuple[int, int],
            f: tuple[F32, F32, F32, F32], i: tuple[I32, I32, I32], m: tuple[Mask, Mask],
            cell: I32) -> I32:
-    """The packed cell of each lane, or -1, into `cell`; `f`, `i` and `m` are working
-    registers. Helpers get only the registers they use, not the whole `_Registers` set:
-    every array in a tuple argument costs a reference-count update on each call."""
+    """The packed cell of each lane (coordinates `xyz`, a grid of `grid` = (x_len, y_len)
+    cells), or -1, into `cell`; `f`, `i` and `m` are working registers. Helpers get only the
+    registers they use, not the whole `_Registers` set: every array in a tuple argument
+    costs a reference-count update on each call."""
+    x, y, z = xyz
+    x_len, y_len = grid
     f0, f1, f2, f3 = f
     idx, idy, limit = i
     skip, hit = m
@@ -143,7 +146,7 @@ def stage1_quantize_first(ctx: Context, src: int, dst: int, count: int, dims: in
         _gather_f32(ctx, base + 4, in_offsets, g, y)
         _gather_f32(ctx, base + 8, in_offsets, g, z)
         _gather_f32(ctx, base + 12, in_offsets, g, r)
-        cells = _cells(ctx, x, y, z, p, x_len, y_len, cf, ci, cm, cell)
+        cells = _cells(ctx, (x, y, z), p, (x_len, y_len), cf, ci, cm, cell)
         isa.scatter_i32(ctx, cells, out, out_offsets)
         _quantize(ctx, _encode(ctx, x, 0, p, f0, f1, f2), low, high, qx)
         _quantize(ctx, _encode(ctx, y, 1, p, f0, f1, f2), low, high, qy)
@@ -173,7 +176,8 @@ def stage1_cells_only(ctx: Context, src: int, dst: int, count: int, dims: int, p
         _gather_f32(ctx, base, in_offsets, g, x)
         _gather_f32(ctx, base + 4, in_offsets, g, y)
         _gather_f32(ctx, base + 8, in_offsets, g, z)
-        isa.storeu(ctx, _cells(ctx, x, y, z, p, x_len, y_len, cf, ci, cm, cell), dst + 4 * first)
+        isa.storeu(ctx, _cells(ctx, (x, y, z), p, (x_len, y_len), cf, ci, cm, cell),
+                   dst + 4 * first)
 
 
 @njit
@@ -181,7 +185,7 @@ def stage2_transpose(ctx: Context, src: int, dst: int, count: int, stride: int,
                      dims: int) -> None:
     """Scheme 2, stage 2: `count` (a multiple of 64) int8 records of `dims` bytes at `src`
     into `dims` planes, `stride` bytes apart, at `dst`; two 32-lane byte gathers a vector."""
-    offsets = (np.arange(32) * dims).astype(np.uint16)
+    offsets = (np.arange(isa.LANES_16) * dims).astype(np.uint16)
     low = np.empty(isa.LANES_16, np.int16)
     high = np.empty(isa.LANES_16, np.int16)
     out = np.empty(isa.LANES_8, np.int8)

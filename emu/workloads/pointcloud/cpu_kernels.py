@@ -11,12 +11,16 @@ repeated access to the line just used is an L1 hit on any cache) and counted in
 `stats[MERGED]`, so the cache model sees every distinct line visit in order while the record
 stays about one entry per point, not one per byte.
 
-The kernels take the model parameters as the float32 array of `PillarParams.f32()`.
+The kernels take the model parameters as the float32 array of `PillarParams.f32()`, and
+the grid, the pillar tables and the record as the NamedTuples below.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+import numpy.typing as npt
 
 from emu.cpu import ops as op
 from emu.jit import njit, njit_inline
@@ -48,6 +52,49 @@ N_STATS = op.N_CLASSES + 3
 WRITE, FULL_LINE, LOADED = 1, 2, 4
 # Branch sites of the 2-bit predictor a kernel keeps (one counter per data-dependent branch).
 N_SITES = 8
+
+
+class Grid(NamedTuple):
+    """The model's grid of `x_len` x `y_len` cells and its features: `max_pillars` pillars
+    (P) of `max_slots` points (K), in [c, s, n] order when `slot_major`, else [c, n, s]."""
+
+    x_len: int
+    y_len: int
+    max_pillars: int
+    max_slots: int
+    slot_major: bool
+
+
+class Tables(NamedTuple):
+    """The pillar tables voxelisation fills: the cell-to-pillar table `lut` (int32, -1 for
+    a new cell), the points-per-pillar `counts` (int32) and the pillars' `coords` (int32
+    rows of (0, 0, idy, idx))."""
+
+    lut: npt.NDArray[np.int32]
+    counts: npt.NDArray[np.int32]
+    coords: npt.NDArray[np.int32]
+
+
+class Trace(NamedTuple):
+    """Where a kernel records its work: the byte addresses of its arrays (`bases`, in the
+    order its docstring gives), the access record and the `stats` (see above), and log2 of
+    the cache line's bytes."""
+
+    bases: npt.NDArray[np.int64]
+    record: npt.NDArray[np.int64]
+    stats: npt.NDArray[np.int64]
+    line_shift: int
+
+
+class Packed(NamedTuple):
+    """Scheme 2's stage-1 results per point: its cell (idy << 16 | idx, or -1), its packed
+    x, y, z, r bytes, its quantised t (empty for 4 dims), and the bytes between one point's
+    record and the next in the DSP's interleaved output."""
+
+    cells: npt.NDArray[np.int32]
+    xyzr: npt.NDArray[np.int32]
+    t: npt.NDArray[np.int32]
+    record_bytes: int
 
 
 @njit_inline
@@ -168,14 +215,11 @@ def assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars):
 
 
 @njit_inline
-def _take_slot(idx, idy, lut_index, lut, coords, counts, state, max_pillars, max_slots, where,
-               record, last, stats, predictor, line_shift):
+def _take_slot(cell, tables, state, grid, where, trace, last, predictor):
     """Steps 3-4 for a valid point, recording its work: (pillar, slot), with slot -1 when the
-    pillar is full.
+    pillar is full. `cell` = (idx, idy, index in the lut).
 
-    `where` = ((stream id, base address) of the lut, coords and counts). The arrays come one
-    by one, not in tuples: numba copies a tuple argument of an inlined helper on every call,
-    with a reference-count update for each array in it, which would cost more than the step.
+    `where` = ((stream id, base address) of the lut, coords and counts).
 
     Work: load the table entry, test it (a data-dependent branch: is the cell new?); for a
     new cell test the pillar budget (1 ALU op, a branch), bump the pillar count (1 ALU op),
@@ -183,6 +227,10 @@ def _take_slot(idx, idy, lut_index, lut, coords, counts, state, max_pillars, max
     64-bit store: 4 stores); then load the points-per-pillar count, compare it with K (1 ALU
     op, a branch), and store it incremented (1 ALU op, 1 store).
     """
+    idx, idy, lut_index = cell
+    lut, counts, coords = tables
+    max_pillars, max_slots = grid.max_pillars, grid.max_slots
+    record, stats, line_shift = trace.record, trace.stats, trace.line_shift
     (lut_id, lut_base), (coords_id, coords_base), (counts_id, counts_base) = where
     _touch(record, last, stats, lut_id, lut_base + 4 * lut_index, False, line_shift)
     pillar, new = assign_pillar(idx, idy, lut, lut_index, coords, state, max_pillars)
@@ -205,15 +253,14 @@ def _take_slot(idx, idy, lut_index, lut, coords, counts, state, max_pillars, max
 
 
 @njit
-def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot_major, voxels,
-                    counts, lut, coords, bases, record, stats, line_shift):
+def voxelize_floats(points, cells, p, grid, tables, voxels, trace):
     """Steps 1-4 with the raw float values of kept points in `voxels` (flat float32, `dims`
     per record). The CPU reference (`cells` empty: the CPU computes the cells) keeps record
     (pillar * K + slot); scheme 1 (`cells` from the DSP: idy << 16 | idx, or -1) keeps the
     record of the final feature position, (slot * P + pillar) when `slot_major`.
     Returns (pillars used, valid, kept).
 
-    `bases` = byte addresses of [points, cells, lut, counts, coords, voxels] for the record.
+    `trace.bases` = byte addresses of [points, cells, lut, counts, coords, voxels].
 
     Work per point: the loop (1 ALU op, a predictable branch). Computing the cell (reference):
     load x, y, z (3 loads), six range compares (6 FP) folded into one data-dependent branch,
@@ -224,6 +271,8 @@ def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot
     loads of the values not yet in registers (all dims with a DSP cell, dims - 3 otherwise),
     one store per value, one ALU op for the kept count.
     """
+    x_len, y_len, max_pillars, max_slots, slot_major = grid
+    bases, record, stats, line_shift = trace
     n, dims = points.shape
     last = np.full((6, 2), -1, np.int64)
     state = np.zeros(1, np.int64)
@@ -255,9 +304,8 @@ def voxelize_floats(points, cells, p, x_len, y_len, max_pillars, max_slots, slot
             if _branch(stats, predictor, 1, idx < 0):
                 continue
         valid += 1
-        pillar, slot = _take_slot(idx, idy, idy * x_len + idx, lut, coords, counts, state,
-                                  max_pillars, max_slots, where, record, last, stats,
-                                  predictor, line_shift)
+        pillar, slot = _take_slot((idx, idy, idy * x_len + idx), tables, state, grid, where,
+                                  trace, last, predictor)
         if slot < 0:
             continue
         if slot_major and cells.size:
@@ -391,14 +439,13 @@ def memset_stream(start, nbytes, record, stats, line_shift, vector_bytes):
 
 
 @njit
-def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_major, lut,
-                    counts, coords, voxels, bases, record_bytes, record, stats, line_shift):
+def voxelize_packed(packed, dims, grid, tables, voxels, trace):
     """Scheme 2's CPU voxelisation: steps 3-4 on the DSP's packed results. `voxels` is the
     uint8 AoS buffer by final feature position: record (s * P + n) for [c, s, n] models, or
     (n * K + s) for [c, n, s] models, `dims` bytes each (x, y, z, r[, t]).
-    `bases` = [cells, xyzr, t, lut, counts, coords, voxels]: the addresses of point 0's
-    fields; the DSP's output interleaves them, `record_bytes` apart. Returns (pillars, valid,
-    kept).
+    `trace.bases` = [cells, xyzr, t, lut, counts, coords, voxels]: the addresses of point
+    0's fields; the DSP's output interleaves them, `record_bytes` apart. Returns (pillars,
+    valid, kept).
 
     Work per point: the loop (1 ALU op, a branch), load the cell (1 load), test it (a
     branch); for a valid point split it (2 ALU ops) and form the table index (2 ALU ops).
@@ -406,6 +453,9 @@ def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_ma
     one 32-bit store (the DSP packed the bytes in record order), for t one more load and
     byte store, one ALU op for the kept count.
     """
+    cells, xyzr, t, record_bytes = packed
+    _, y_len, max_pillars, max_slots, slot_major = grid
+    bases, record, stats, line_shift = trace
     n_points = cells.size
     last = np.full((7, 2), -1, np.int64)
     state = np.zeros(1, np.int64)
@@ -425,9 +475,8 @@ def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_ma
         idy = cell >> 16
         _count(stats, 4, 0, 0, 0, 0, 0)
         # The 2-D table is indexed [idx][idy].
-        pillar, slot = _take_slot(idx, idy, idx * y_len + idy, lut, coords, counts, state,
-                                  max_pillars, max_slots, where, record, last, stats,
-                                  predictor, line_shift)
+        pillar, slot = _take_slot((idx, idy, idx * y_len + idy), tables, state, grid, where,
+                                  trace, last, predictor)
         if slot < 0:
             continue
         if slot_major:
@@ -449,18 +498,19 @@ def voxelize_packed(cells, xyzr, t, y_len, max_pillars, max_slots, dims, slot_ma
 
 
 @njit
-def reset_used(used, lut_row, lut_col, lut, counts, coords, bases, record, stats, line_shift,
-               clear_lut):
+def reset_used(used, lut_row, lut_col, tables, trace, clear_lut):
     """Undo what a frame of `used` pillars wrote into the tables, so the next frame finds
     them as new: each used pillar's table entry back to -1 (its cell read from coords, the
     entry at idy * lut_row + idx * lut_col; not when `clear_lut` is False, because the
     caller sets the whole table), its count to 0, its coords row to (0, -1, -1, -1).
-    Untouched entries already hold those values. `bases` = [lut, counts, coords].
+    Untouched entries already hold those values. `trace.bases` = [lut, counts, coords].
 
     Work per pillar: the loop (1 ALU op, a branch), store the count and the coords row (one
     128-bit store); with `clear_lut`, also load the coords row's cell (one load of the two
     words), the table index (2 ALU ops) and store the entry: 3 stores.
     """
+    lut, counts, coords = tables
+    bases, record, stats, line_shift = trace
     last = np.full((3, 2), -1, np.int64)
     for pillar in range(used):
         if clear_lut:

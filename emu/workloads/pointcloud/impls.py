@@ -171,11 +171,10 @@ class Preprocessor:
         self.stream.reset(4 * self.used + 16 + (self._lines(table) if table else 0))
         if table:
             self._memset(self.lut, 0, table, 0xFF)  # every entry -1
-        ck.reset_used(self.used, *self.lut_order, self.lut.data.view(np.int32),
-                      self.counts.data.view(np.int32),
-                      self.coords.data.view(np.int32).reshape(p.max_pillars, 4),
-                      self._bases(self.lut, self.counts, self.coords), self.stream.record,
-                      self.stream.stats, self.line_shift, not whole)
+        ck.reset_used(self.used, *self.lut_order,
+                      ck.Tables(self.lut.data.view(np.int32), self.counts.data.view(np.int32),
+                                self.coords.data.view(np.int32).reshape(p.max_pillars, 4)),
+                      self._trace(self.stream, self.lut, self.counts, self.coords), not whole)
         self.lut_order = lut_order
 
     def _lines(self, nbytes: int) -> int:
@@ -219,6 +218,15 @@ class Preprocessor:
             out.append(buf.phys_addr + offset)
         return np.array(out, dtype=np.int64)
 
+    def _trace(self, stream: _Stream,
+               *bufs: hbsys.PoolBuffer | tuple[hbsys.PoolBuffer, int]) -> ck.Trace:
+        """The record a kernel writes to `stream`, the arrays it touches at `bufs`."""
+        return ck.Trace(self._bases(*bufs), stream.record, stream.stats, self.line_shift)
+
+    def _grid(self, slot_major: bool) -> ck.Grid:
+        p = self.p
+        return ck.Grid(p.x_len, p.y_len, p.max_pillars, p.max_points_per_pillar, slot_major)
+
     def _cpu(self) -> FrameResult:
         p, s = self.p, self.stream
         host = self.sess.thread()
@@ -242,13 +250,11 @@ class Preprocessor:
         voxels = self.float_voxels.data[dsp_ops.HEADER_BYTES:].view(np.float32)
         s.reset(12 * self.n + 64)
         pillars, valid, kept = ck.voxelize_floats(
-            points, np.zeros(0, np.int32), self.f32, p.x_len, p.y_len, p.max_pillars,
-            p.max_points_per_pillar, False, voxels, self.counts.data.view(np.int32),
-            self.lut.data.view(np.int32), self.coords.data.view(np.int32).reshape(-1, 4),
-            self._bases((self.points, dsp_ops.HEADER_BYTES), self.stage1_cells, self.lut,
-                        self.counts,
-                        self.coords, (self.float_voxels, dsp_ops.HEADER_BYTES)),
-            s.record, s.stats, self.line_shift)
+            points, np.zeros(0, np.int32), self.f32, self._grid(False),
+            ck.Tables(self.lut.data.view(np.int32), self.counts.data.view(np.int32),
+                      self.coords.data.view(np.int32).reshape(-1, 4)), voxels,
+            self._trace(s, (self.points, dsp_ops.HEADER_BYTES), self.stage1_cells, self.lut,
+                        self.counts, self.coords, (self.float_voxels, dsp_ops.HEADER_BYTES)))
         self._run_cpu("voxelize")
         t = self._timed(stages, "cpu_voxelize", t)
 
@@ -337,26 +343,21 @@ class Preprocessor:
         self._run_cpu("clear voxels")
         cells = np.ascontiguousarray(out[:, 0])
         s.reset(12 * self.n + 64)
-        lut = self.lut.data.view(np.int32)
-        coords = self.coords.data.view(np.int32).reshape(-1, 4)
-        counts = self.counts.data.view(np.int32)
+        tables = ck.Tables(self.lut.data.view(np.int32), self.counts.data.view(np.int32),
+                           self.coords.data.view(np.int32).reshape(-1, 4))
         if quantize_first:
             t_words = np.ascontiguousarray(out[:, 2]) if p.dims == 5 else np.zeros(0, np.int32)
             pillars, valid, kept = ck.voxelize_packed(
-                cells, np.ascontiguousarray(out[:, 1]), t_words, p.y_len, p.max_pillars,
-                p.max_points_per_pillar, p.dims, p.slot_major, lut, counts, coords,
-                voxels_buf.data[head:],
-                self._bases(stage1, (stage1, 4), (stage1, 8), self.lut,
-                            self.counts, self.coords, (voxels_buf, head)),
-                4 * words, s.record, s.stats, self.line_shift)
+                ck.Packed(cells, np.ascontiguousarray(out[:, 1]), t_words, 4 * words), p.dims,
+                self._grid(p.slot_major), tables, voxels_buf.data[head:],
+                self._trace(s, stage1, (stage1, 4), (stage1, 8), self.lut, self.counts,
+                            self.coords, (voxels_buf, head)))
         else:
             pillars, valid, kept = ck.voxelize_floats(
-                self._points_view(), cells, self.f32, p.x_len, p.y_len, p.max_pillars,
-                p.max_points_per_pillar, p.slot_major, voxels_buf.data[head:].view(np.float32),
-                counts, lut, coords,
-                self._bases((self.points, head), stage1, self.lut, self.counts,
-                            self.coords, (voxels_buf, head)),
-                s.record, s.stats, self.line_shift)
+                self._points_view(), cells, self.f32, self._grid(p.slot_major), tables,
+                voxels_buf.data[head:].view(np.float32),
+                self._trace(s, (self.points, head), stage1, self.lut, self.counts,
+                            self.coords, (voxels_buf, head)))
         self._run_cpu("voxelize")
         self._flush(self.coords, hbsys.HB_SYS_MEM_CACHE_CLEAN)
         t = self._timed(stages, "cpu_voxelize", t)

@@ -3,7 +3,9 @@
 A `concurrent.futures.ProcessPoolExecutor` over the `spawn` context: each worker is a new
 interpreter (nothing of the caller's state, threads or simulation is inherited) that
 imports emu's commands once when it starts, then runs point after point; the compiled
-kernels load from numba's cache on a worker's first point. The pool lives until `close()`,
+kernels load from numba's cache on a worker's first point. Each worker's BLAS and OpenMP
+thread pools are sized to its share of the cores (`threads_per_worker`), so N workers do not
+start N pools of one thread a core each. The pool lives until `close()`,
 so several sweeps through one executor pay the start-up once. A worker whose parent has died
 (the sweep was killed, SIGKILL included) exits by itself within a second instead of waiting
 for work forever.
@@ -22,8 +24,24 @@ from typing import Any
 PARENT_POLL_S = 0.5
 
 
-def _start_worker(parent: int) -> None:
-    """A worker's initializer: import the commands, watch the parent."""
+# The thread pools of the numerical libraries a worker's NumPy may use (OpenBLAS, MKL,
+# OpenMP), sized by these variables when the library loads.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def threads_per_worker(workers: int, cores: int | None = None) -> int:
+    """The BLAS threads each of `workers` processes may use so that together they use the
+    machine's cores (`os.cpu_count()`) and no more: a pool of each library's default size
+    (one thread a core) in every worker would put two or more threads on each core."""
+    return max(1, (cores or os.cpu_count() or 1) // workers)
+
+
+def _start_worker(parent: int, blas_threads: int) -> None:
+    """A worker's initializer: size the numerical libraries' thread pools (before anything
+    imports NumPy; a variable the user set is kept), import the commands, watch the
+    parent."""
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, str(blas_threads))
     import emu.commands
 
     emu.commands.commands()  # loaded once per worker, not once per point
@@ -53,7 +71,8 @@ class LocalExecutor:
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_start_worker, initargs=(os.getpid(),))
+                initializer=_start_worker,
+                initargs=(os.getpid(), threads_per_worker(self.workers)))
         return self._pool
 
     def map_unordered(self, fn: Callable[[Any], Any],

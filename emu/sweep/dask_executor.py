@@ -28,14 +28,19 @@ from emu.errors import EmuError, InputError
 # How long connecting to a scheduler at `--dask ADDRESS` may take before it is refused.
 CONNECT_TIMEOUT_S = 30
 MAX_LOCAL_WORKERS = 256
-# Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's
-# adaptive mmap threshold: every array above 128 KiB is then a fresh mapping, and a point
-# that allocates its buffers afresh page-faults on every touch of them (measured: 119,000
-# minor faults and 0.32 s of system time a point where a local worker has 5,000 and 0.02 s,
-# 2.6 times the wall time). The local cluster's workers start without it; a cluster at
-# `--dask ADDRESS` is started by its owner, who can do the same
-# (`distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_: null` in its Dask config).
-WORKER_ENV = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+# What a local cluster's workers are started with, in place of two Dask defaults that cost
+# a simulation dearly (measured on `benchmarks/run.py sweep`, 2 workers):
+# - MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's adaptive mmap threshold:
+#   every array above 128 KiB is then a fresh mapping, and a point that allocates its
+#   buffers afresh page-faults on every touch of them (119,000 minor faults and 0.32 s of
+#   system time a point where a local worker has 5,000 and 0.02 s: 2.6 times the wall time);
+# - the worker's statistical profiler, which walks the running task's stack every 10 ms
+#   (0.253 s a point with it, 0.239-0.246 s without, 0.22 s on a local worker).
+# A cluster at `--dask ADDRESS` is started by its owner, who can do the same in its Dask
+# configuration (`distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_: null`,
+# `distributed.worker.profile.enabled: false`).
+WORKER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                 "distributed.worker.profile.enabled": False}
 
 
 class DaskExecutor:
@@ -64,11 +69,11 @@ class DaskExecutor:
             # take turns. The scheduler's web server (the dashboard, when bokeh is installed)
             # takes a free port, not 8787, which another cluster may hold. The workers' own
             # log lines stay quiet below CRITICAL: a failed point is reported as that
-            # point's error. The workers keep glibc's own allocator settings (`WORKER_ENV`).
+            # point's error. The workers start as `WORKER_CONFIG` says.
             import dask
 
             try:
-                with dask.config.set(WORKER_ENV):
+                with dask.config.set(WORKER_CONFIG):
                     self._cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1,
                                                  processes=True, dashboard_address=":0",
                                                  silence_logs=logging.CRITICAL)

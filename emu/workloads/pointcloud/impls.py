@@ -67,13 +67,11 @@ class _Stream:
         if self.stats[ck.OVERFLOW]:
             raise RuntimeError(f"{name}: the work stream buffer was sized too small for this "
                                f"step ({int(self.stats[ck.OVERFLOW])} accesses not recorded)")
-        n = int(self.stats[ck.ENTRIES])
-        flags = self.record[:n, 1]
         counts = self.stats[:N_CLASSES].copy()
         counts += CALL  # the step's function call itself
-        return CpuWork(name, ops=counts, addrs=self.record[:n, 0].copy(),
-                       is_write=(flags & ck.WRITE) != 0, full_line=(flags & ck.FULL_LINE) != 0,
-                       loaded=(flags & ck.LOADED) != 0, streams=(flags >> 8).astype(np.uint8))
+        found = ck.split_record(self.record, int(self.stats[ck.ENTRIES]))
+        return CpuWork(name, ops=counts, addrs=found.addrs, is_write=found.is_write,
+                       full_line=found.full_line, loaded=found.loaded, streams=found.streams)
 
 
 class Preprocessor:

@@ -19,7 +19,9 @@ from emu.nn.graph import Graph
 SIZE = (64, 64)
 
 
-@functools.cache
+# The last two networks only, as tests/nn/test_zoo.py keeps them (every one at once held
+# this process at 1.66 GB).
+@functools.lru_cache(maxsize=2)
 def _build(name: str) -> onnx.ModelProto:
     return zoo.build(name) if name.startswith("onnx_") else zoo.build(name, SIZE)
 

@@ -95,13 +95,22 @@ def _store(args: argparse.Namespace) -> Path:
     return Path(args.store) if args.store else Path(args.spec).with_suffix(".sqlite")
 
 
+def _spec(args: argparse.Namespace) -> Any:
+    """The sweep spec `args` name, loaded and checked once (`base_hardware` reads it before
+    `run_work` does: expanding a large spec resolves every point)."""
+    if getattr(args, "loaded_spec", None) is None:
+        from emu.sweep import spec as spec_module
+
+        args.loaded_spec = spec_module.load(args.spec)
+    return args.loaded_spec
+
+
 def base_hardware(args: argparse.Namespace) -> ResolvedConfig:
     """The hardware a sweep's points share before its axes: the spec's preset, config file
     and overrides (what the report's provenance and configuration describe)."""
     from emu.soc.config import load_config
-    from emu.sweep import spec as spec_module
 
-    spec = spec_module.load(args.spec)
+    spec = _spec(args)
     return load_config(spec.preset, spec.config_file, spec.overrides)
 
 
@@ -120,9 +129,8 @@ def _dask(args: argparse.Namespace) -> Any:
 
 def run_work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
     import emu.sweep
-    from emu.sweep import spec as spec_module
 
-    spec = spec_module.load(args.spec)
+    spec = _spec(args)
     store = _store(args)
     if store.resolve() == Path(args.spec).resolve():
         raise InputError(f"--store {store}: is the spec itself")
@@ -186,9 +194,8 @@ def run_text(report: Report) -> str:
 
 def _stored_rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], Path]:
     import emu.sweep
-    from emu.sweep import spec as spec_module
 
-    spec = spec_module.load(args.spec)
+    spec = _spec(args)
     store = _store(args)
     return spec, emu.sweep.stored(spec, store), store
 

@@ -70,6 +70,21 @@ def test_a_sweep_with_a_failed_point_exits_1_after_its_table(write_spec, tmp_pat
     assert err.startswith("emu: point 2 failed: ")
 
 
+def test_sweep_run_reads_and_expands_its_spec_once(write_spec, monkeypatch, capsys):
+    """The envelope's base hardware and the run read the same loaded spec: expanding a
+    spec resolves every point's configuration, which a large spec pays for in minutes."""
+    from emu.sweep import spec as spec_module
+
+    path = write_spec('[scenario]\ncommand = "dsp"\nargs = ["softmax"]\n'
+                      'metrics = { t = "total_ms" }\n[axes]\n"--shape" = ["8,100"]\n')
+    loads = []
+    real = spec_module.load
+    monkeypatch.setattr(spec_module, "load", lambda where: loads.append(where) or real(where))
+    assert main(["sweep", "run", str(path), "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["points"][0]["status"] == "ok"
+    assert loads == [str(path)]
+
+
 def test_points_stored_by_another_sweep_are_reused(tmp_path):
     store = tmp_path / "s.sqlite"
     first = emu.sweep.run(_data(freqs=("400MHz",)), workers=0, store=store)

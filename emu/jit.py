@@ -196,3 +196,84 @@ def njit_ieee(kernel: _Kernel) -> _Kernel:
     x / 0 gives +-inf and 0 / 0 NaN, where Python semantics would raise ZeroDivisionError."""
     return cast(_Kernel, _plain_types(
         numba.njit(cache=True, nogil=True, error_model="numpy")(kernel)))
+
+
+# Compiling on a second core. A cold cache makes a command's first run mostly compilation,
+# on one core, while the machine may have others idle. A command that knows which kernels
+# its later steps need starts a second process that compiles them first (by running a tiny
+# version of those steps), so they are in the disk cache when the command gets there; numba
+# writes cache files atomically (a temporary file, then a rename), so the two processes
+# never read half a file, and a kernel both reach first is compiled twice, with the same
+# result. The helper leaves a mark in the cache folder when it is done, so it runs once
+# per cache: later runs, which load everything from the cache, start no process.
+
+ASIDE_ENV = "EMU_COMPILE_ASIDE"
+"""`EMU_COMPILE_ASIDE=0` starts no second process (for a machine already busy, such as a
+parallel test run); any other value, or none, lets a command start one."""
+
+_aside: list[Any] = []
+
+
+class _Stop(Exception):
+    """Raised in the helper process by SIGTERM, as an `Exception` so that numba's cache
+    writer removes its temporary file on the way out."""
+
+
+def compile_aside(target: str, args: Sequence[str]) -> bool:
+    """Start a process running `target` ("module:function") with the strings `args`, to
+    fill the kernel cache for a later step of this one; whether one started. None starts
+    when the JIT is off, when `EMU_COMPILE_ASIDE` is 0, when this process may use only one
+    core, or when the cache holds the mark of an earlier helper with the same target and
+    arguments. The helper's output is discarded and it is stopped when this process
+    exits, finished or not."""
+    import atexit
+    import subprocess
+    import sys
+
+    if (numba.config.DISABLE_JIT or os.environ.get(ASIDE_ENV) == "0"  # type: ignore[attr-defined]
+            or len(os.sched_getaffinity(0)) < 2 or _aside_mark(target, args).exists()):
+        return False
+    env = dict(os.environ, **{ASIDE_ENV: "0"})  # the helper starts none of its own
+    helper = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from emu.jit import _aside_main; "
+         "_aside_main(sys.argv[1], sys.argv[2:])", target, *args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env)
+    if not _aside:
+        atexit.register(stop_aside)
+    _aside.append(helper)
+    return True
+
+
+def stop_aside() -> None:
+    """Stop the helper processes `compile_aside` started that are still running."""
+    while _aside:
+        helper = _aside.pop()
+        if helper.poll() is None:
+            helper.terminate()
+        helper.wait()
+
+
+def _aside_mark(target: str, args: Sequence[str]) -> Path:
+    name = hashlib.sha256("\0".join([target, *args]).encode()).hexdigest()[:16]
+    return Path(numba.config.CACHE_DIR) / f"aside-{name}.done"  # type: ignore[attr-defined]
+
+
+def _aside_main(target: str, args: Sequence[str]) -> None:
+    """The helper process: run `target(*args)`, then leave the mark. Any failure ends it
+    quietly: the command that started it compiles what it needs itself."""
+    import importlib
+    import signal
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise _Stop
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        module, function = target.split(":")
+        getattr(importlib.import_module(module), function)(*args)
+        mark = _aside_mark(target, args)
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+    except BaseException:  # a helper's failure is nobody's error
+        os._exit(0)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from emu import jit
 from emu.errors import EmuError, InputError
 from emu.report.document import write_atomic
 from emu.runtime import session
@@ -75,6 +76,17 @@ def synthetic(params: PillarParams, count: int, seed: int, points: int | None) -
     return frames
 
 
+WARM_POINTS = 4096
+
+
+def warm(model: str, *impls: str) -> None:
+    """Run `impls`, in order, over one small synthetic frame of `model`: every kernel they
+    call compiles (or loads from the cache) with the types a real frame gives it. What
+    `run` starts on a second core (`emu.jit.compile_aside`)."""
+    params = MODELS[model]
+    run(model, impls, synthetic(params, 1, 0, WARM_POINTS))
+
+
 def _counts(frame: Frame, params: PillarParams) -> dict[str, Any]:
     """A frame's points by what became of them, before any implementation runs (the
     implementations' own counts must then agree): `points_dropped` past max input points,
@@ -123,6 +135,10 @@ def run(
     if unknown:
         raise InputError(f"--impl {unknown[0]}: expected one of {', '.join(IMPLS)}")
     started = time.perf_counter()
+    # The back half of the implementations' kernels compile on another core while this
+    # process runs the front half.
+    if len(impls) > 1:
+        jit.compile_aside(f"{__name__}:warm", [model, *impls[(len(impls) + 1) // 2:]])
     rows = [_counts(f, params) for f in frames]
     first_outputs: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(frames)
     sessions = []

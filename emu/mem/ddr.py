@@ -12,8 +12,17 @@ moved exactly once.
 The model is event-driven on arrivals and departures only: rates are recomputed when a
 transfer starts or ends, and the next completion is scheduled directly, so the number of
 simulation events grows with the number of transfers, never with the bytes moved. All
-arithmetic is exact (fractions of a byte per picosecond); completion instants round up to
-the next whole picosecond.
+arithmetic is exact; completion instants round up to the next whole picosecond.
+
+Exact without `fractions.Fraction` (whose every operation normalises through a gcd, the
+model's main cost on a busy frame): bytes and rates are whole numbers of a unit, 1/`scale`
+of a byte, with `scale` a multiple of every denominator they need. A rate is the DDR's
+bandwidth, a port's cap, or what is left of the bandwidth after some caps split among at
+most n transfers in flight, so `scale` = (the common denominator of the bandwidth and the
+caps, in bytes per picosecond) x lcm(1..n) keeps each one whole; it grows, and every
+amount held is rescaled with it, when a transfer with a new cap arrives or more are in
+flight than ever before. Whole units give the same instants, counters and trace values
+as fractions would: the same exact quantities, only written over a common denominator.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
+from math import gcd, lcm
 from typing import Any
 
 import simpy
@@ -34,27 +45,33 @@ from emu.soc.trace import TraceRecorder
 
 @dataclass
 class _Flow:
+    """A transfer in flight; amounts in units of 1/scale byte (see the module docstring)."""
+
     flow_id: int
     requester: str
     nbytes: int
     write: bool
-    remaining: Fraction
-    cap: Fraction | None
+    remaining: int
+    cap: int | None
+    """The requester's port limit in units per picosecond; None when uncapped."""
+    cap_bytes_per_ps: Fraction | None
     done: simpy.Event
-    rate: Fraction = Fraction(0)
+    rate: int = 0
 
 
-def _share_fairly(total: Fraction, flows: list[_Flow]) -> None:
-    """Max-min fair rates (water-filling): capped flows keep their cap, the rest split."""
+def _share_fairly(total: int, flows: list[_Flow]) -> None:
+    """Max-min fair rates (water-filling): capped flows keep their cap, the rest split.
+    Each split is a whole number of units: `total` and the caps are whole multiples of
+    lcm(1..len(flows)) units (see the module docstring)."""
     left = total
     pending = sorted(flows, key=lambda f: (f.cap is None, f.cap or 0, f.flow_id))
     for position, flow in enumerate(pending):
-        share = left / (len(pending) - position)
+        share = left // (len(pending) - position)
         flow.rate = share if flow.cap is None or flow.cap >= share else flow.cap
         left -= flow.rate
 
 
-def _share_in_order(total: Fraction, flows: list[_Flow]) -> None:
+def _share_in_order(total: int, flows: list[_Flow]) -> None:
     """First come, first served: each transfer in arrival order takes all it can (its cap)
     of what the earlier ones left."""
     left = total
@@ -64,7 +81,7 @@ def _share_in_order(total: Fraction, flows: list[_Flow]) -> None:
 
 
 # Bandwidth-sharing policies by name; `emu list` prints them.
-POLICIES: dict[str, tuple[Callable[[Fraction, list[_Flow]], None], str]] = {
+POLICIES: dict[str, tuple[Callable[[int, list[_Flow]], None], str]] = {
     "fair": (_share_fairly, "max-min fair sharing among transfers in flight (per-port caps)"),
     "in_order": (_share_in_order, "first come, first served: the oldest transfer in flight "
                                   "takes all it can, later ones what is left"),
@@ -87,6 +104,19 @@ def solo_transfer_ps(nbytes: int, cfg: DdrConfig, cap_bytes_per_s: float | None 
     return wait_ps + ceil_div(nbytes * PS_PER_S, rate)
 
 
+@lru_cache(maxsize=64)
+def _bytes_per_ps(bytes_per_s: float) -> Fraction:
+    """A rate in bytes per picosecond, exactly; a requester passes the same cap on every
+    transfer, so it is converted once."""
+    return Fraction(bytes_per_s) / PS_PER_S
+
+
+@lru_cache(maxsize=64)
+def _lcm_up_to(n: int) -> int:
+    """lcm(1, 2, ..., n): a multiple of every count of transfers a bandwidth is split among."""
+    return lcm(*range(1, n + 1))
+
+
 class Ddr(Component):
     """The DDR as a shared, latency-plus-bandwidth resource."""
 
@@ -100,7 +130,14 @@ class Ddr(Component):
         self.env = env
         self.cfg = cfg
         self._share = POLICIES[cfg.policy][0]
-        self._bw_bytes_per_ps = Fraction(cfg.bw_bytes_per_s) / PS_PER_S
+        bw_bytes_per_ps = Fraction(cfg.bw_bytes_per_s) / PS_PER_S
+        # Units: 1/scale byte. `_denominators` is the common denominator of the bandwidth
+        # and every cap seen, `_most_flows` the most transfers in flight so far; the
+        # scale is their product's multiple lcm(1..most) (see the module docstring).
+        self._denominators = bw_bytes_per_ps.denominator
+        self._most_flows = 1
+        self._scale = self._denominators
+        self._bw_units_per_ps = bw_bytes_per_ps.numerator
         self._flows: list[_Flow] = []
         self._next_id = 0
         self._timer: simpy.Event | None = None  # when the next flow would finish
@@ -140,8 +177,8 @@ class Ddr(Component):
         if not 0 <= written <= nbytes:
             raise ValueError(f"{self.path}: {written} written bytes of a {nbytes} B transfer")
         done = self.env.event()
-        cap = None if cap_bytes_per_s is None else Fraction(cap_bytes_per_s) / PS_PER_S
-        flow = _Flow(self._next_id, requester, nbytes, write, Fraction(nbytes), cap, done)
+        cap = None if cap_bytes_per_s is None else _bytes_per_ps(cap_bytes_per_s)
+        flow = _Flow(self._next_id, requester, nbytes, write, 0, None, cap, done)
         self._next_id += 1
         self.count("transfers")
         if write or written:
@@ -166,7 +203,29 @@ class Ddr(Component):
             return
         self._advance()
         self._flows.append(flow)
+        exact = flow.cap_bytes_per_ps
+        if exact is not None and self._denominators % exact.denominator:
+            self._denominators = lcm(self._denominators, exact.denominator)
+        self._most_flows = max(self._most_flows, len(self._flows))
+        self._rescale(self._denominators * _lcm_up_to(self._most_flows))
+        flow.remaining = flow.nbytes * self._scale
+        if exact is not None:
+            flow.cap = exact.numerator * (self._scale // exact.denominator)
         self._reschedule()
+
+    def _rescale(self, needed: int) -> None:
+        """Make the unit fine enough that `needed` divides the scale, converting every amount
+        held (an exact multiplication: the old scale divides the new one)."""
+        if self._scale % needed == 0:
+            return
+        factor = needed // gcd(self._scale, needed)
+        self._scale *= factor
+        self._bw_units_per_ps *= factor
+        for flow in self._flows:
+            flow.remaining *= factor
+            flow.rate *= factor
+            if flow.cap is not None:
+                flow.cap *= factor
 
     def _advance(self) -> None:
         """Apply the progress every flow made at its rate since the last change."""
@@ -190,11 +249,12 @@ class Ddr(Component):
             return
         if self._busy_since is None:
             self._busy_since = now
-        self._share(self._bw_bytes_per_ps, self._flows)
-        in_use = sum(f.rate for f in self._flows) * PS_PER_S / 10**9
-        self._track.counter("ddr", now, transfers=len(self._flows), gb_per_s=float(in_use))
+        self._share(self._bw_units_per_ps, self._flows)
+        # Integer true division rounds correctly, as float() of the exact fraction does.
+        gb_per_s = sum(f.rate for f in self._flows) * PS_PER_S / (self._scale * 10**9)
+        self._track.counter("ddr", now, transfers=len(self._flows), gb_per_s=gb_per_s)
         # A policy may leave a flow nothing for now (in_order); it waits for the next change.
-        wait = min(ceil_div(f.remaining, f.rate) for f in self._flows if f.rate > 0)
+        wait = min(-(-f.remaining // f.rate) for f in self._flows if f.rate > 0)
         self._timer = self.env.timeout(max(wait, 0))
         self._timer.callbacks.append(self._on_timer)
 

@@ -3,9 +3,9 @@
 A DSP kernel is written as an `@njit` Python function that calls the ops below the way the
 C code of a Vision-P6 kernel calls IVP intrinsics. Every op computes exactly what the DSP
 would and adds the work it did to the core's counters; `vdsp/timing.py` turns counts into
-cycles. Every op is itself compiled with `emu.jit.njit`, so the same function is called from
-a kernel (compiled code calling compiled code) and from plain Python (tests, notebooks). That
-is why the ops do not sit behind validating Python wrappers: a kernel calls them directly. Argument
+cycles. Every op is itself compiled with `emu.jit.njit_op`, so the same function is called
+from a kernel (LLVM inlines it there) and from plain Python (tests, notebooks). That is why
+the ops do not sit behind validating Python wrappers: a kernel calls them directly. Argument
 types are checked by numba when it compiles the caller; vector sizes are checked at run
 time (ValueError) wherever a wrong size would otherwise touch memory out of bounds, and
 every op checks that its vectors have its lane count.
@@ -84,9 +84,8 @@ How ops are defined. Ops that differ only in lane type, lane count, counter and 
 expression are rows of the tables below, each built by one factory per op shape (`_binary`,
 `_compare`, `_unary`, `_shift`, `_pack`, `_reduce`, ...) and carrying its own docstring.
 
-Kernels in other modules inline these ops when numba compiles them, and numba's disk cache
-of such a kernel is keyed on the kernel's own file only: after editing this module, delete
-the stale `__pycache__/*.nbi`/`*.nbc` of the kernels (or touch their files).
+Kernels in other modules inline these ops when numba compiles them; `emu.jit` keys the disk
+cache on this module's source too, so an edit here recompiles them.
 """
 
 from __future__ import annotations
@@ -101,7 +100,7 @@ import numpy.typing as npt
 from numba.core import types
 from numba.experimental import structref
 
-from emu.jit import njit, njit_ieee, njit_inline
+from emu.jit import njit, njit_inline, njit_op
 
 F32 = npt.NDArray[np.float32]
 I32 = npt.NDArray[np.int32]
@@ -267,7 +266,14 @@ class _PlainContext:
 
 def _field_property(index: int) -> property:
     def read(ctx: Context) -> npt.NDArray[Any]:
-        return _fields(ctx)[index]
+        # The arrays are views of the context's memory and no op replaces one, so they are
+        # fetched once per proxy: a call into compiled code that boxes nine arrays costs
+        # about 4 us, and a core reads its counters and fault record after every kernel.
+        try:
+            fields = ctx._field_arrays  # type: ignore[attr-defined]
+        except AttributeError:
+            fields = ctx._field_arrays = _fields(ctx)  # type: ignore[attr-defined]
+        return fields[index]
 
     return property(read)
 
@@ -540,7 +546,7 @@ def _make(op: Callable[..., Any], name: str, doc: str, ieee: bool = False) -> An
     op.__name__ = name
     op.__qualname__ = name
     op.__doc__ = doc
-    return (njit_ieee if ieee else njit)(op)
+    return njit_op(op, ieee=ieee)
 
 
 def _lanes(dtype: type[np.generic]) -> int:
@@ -1367,7 +1373,7 @@ storeu = _store_op("storeu", 1, OP_STOREU,
                    "C_STORE.")
 
 
-@njit
+@njit_op
 def store_partial(ctx: Context, vec: _Vec[Any], address: _Int, nbytes: _Int) -> None:
     """Store the first `nbytes` (0..64) bytes of `vec` at any byte address, for the tail of a
     buffer, like the IVP_SAPOS*_FP flush of an aligning store. C_STORE."""
@@ -1424,6 +1430,38 @@ def _lanes_ok(
 
 
 @njit_inline
+def _strided_depth(start: int, offsets: _Vec[Any], sub_banks: int, width_shift: int,
+                   words_per_bank_shift: int) -> int:
+    """The conflict depth of `_conflict_depth` when the offsets step by a fixed d >= 0 bytes,
+    a whole number of sub-bank words, and the lanes stay in one bank; 0 when they do not.
+
+    The lanes then ask for the words w + i * s (s = d / width) of one bank. With s = 0 they
+    share one word: depth 1. Otherwise every word is distinct and lane i is in sub-bank
+    (w + i * s) % sub_banks, which repeats every p = sub_banks / gcd(s, sub_banks) lanes
+    and differs within those p; so a sub-bank serves at most ceil(lanes / p) of them. With
+    sub_banks a power of two, gcd(s, sub_banks) is the lowest set bit of s % sub_banks, or
+    sub_banks when that is 0."""
+    lanes = offsets.size
+    step = int(offsets[1]) - int(offsets[0])
+    if step < 0 or step & ((1 << width_shift) - 1):
+        return 0
+    regular = True
+    for lane in range(2, lanes):
+        regular &= int(offsets[lane]) - int(offsets[lane - 1]) == step
+    if not regular:
+        return 0
+    first = (start + int(offsets[0])) >> width_shift
+    stride = step >> width_shift
+    if first >> words_per_bank_shift != (first + (lanes - 1) * stride) >> words_per_bank_shift:
+        return 0
+    if stride == 0:
+        return 1
+    residue = stride & (sub_banks - 1)
+    period = sub_banks // (residue & -residue) if residue else 1
+    return (lanes + period - 1) // period
+
+
+@njit_inline
 def _conflict_depth(ctx: Context, start: int, offsets: _Vec[Any]) -> int:
     """How many rounds the sub-banks need to serve the (valid) lane addresses
     start + offsets of one gather or scatter.
@@ -1432,13 +1470,20 @@ def _conflict_depth(ctx: Context, start: int, offsets: _Vec[Any]) -> int:
     it. The depth is the largest number of distinct words any one sub-bank of any bank must
     serve. Sub-bank of an address: (address // width) % sub_banks, within its bank.
     Works in `scratch`: the lanes' words, sorted, then the per-sub-bank counts after them.
+
+    Kernels mostly gather and scatter with evenly spaced offsets, where the depth has a
+    closed form that costs a fifth of the count (`_strided_depth`); the count below serves
+    every other case.
     """
-    scratch = ctx.scratch
     geometry = ctx.geometry
     sub_banks = geometry[1]
     width_shift = geometry[3]
     words_per_bank_shift = geometry[4]
     lanes = offsets.size
+    depth = _strided_depth(start, offsets, sub_banks, width_shift, words_per_bank_shift)
+    if depth:
+        return depth
+    scratch = ctx.scratch
     # Sorted words put lanes on one word side by side and the banks in order. Lanes usually
     # come in address order already; otherwise an insertion sort orders them.
     out_of_order = False
@@ -1553,7 +1598,7 @@ gather_a_u8 = _gather_op(
     "like IVP_GATHERANX8U (uint16 offsets). C_GATHER_A.")
 
 
-@njit
+@njit_op
 def gather_d(
     ctx: Context, gather_register: _Vec[_Lane], out: _Vec[_Lane] | None = None
 ) -> _Vec[_Lane]:
@@ -1568,7 +1613,7 @@ def gather_d(
     return out
 
 
-@njit
+@njit_op
 def gather_d_lo_i8(ctx: Context, gather_register: _Vec[Any], out: I8 | None = None) -> I8:
     """The 32 gathered bytes of an 8-bit gather in bytes 0..31 of an int8[64], bytes 32..63
     zero, like IVP_GATHERD2NX8_L. C_GATHER_D."""
@@ -1583,7 +1628,7 @@ def gather_d_lo_i8(ctx: Context, gather_register: _Vec[Any], out: I8 | None = No
     return out
 
 
-@njit
+@njit_op
 def gather_d_hi_i8(
     ctx: Context, vec: I8, gather_register: _Vec[Any], out: I8 | None = None
 ) -> I8:
@@ -1622,7 +1667,7 @@ scatter_i8 = _scatter_op(
     "like IVP_SCATTERNX8U. C_SCATTER.")
 
 
-@njit
+@njit_op
 def scatter_w(ctx: Context) -> None:
     """Wait until every scatter has reached the TCM, like IVP_SCATTERW.
 
@@ -1838,7 +1883,7 @@ and_b = _mask_logic("and_b", _both, "m and n, like IVP_ANDBN_2. C_ALU.")
 or_b = _mask_logic("or_b", _either, "m or n, like IVP_ORBN_2. C_ALU.")
 
 
-@njit
+@njit_op
 def not_b(ctx: Context, m: Mask, out: Mask | None = None) -> Mask:
     """not m, like IVP_NOTBN_2. C_ALU."""
     _tick(ctx, C_ALU, 1)
@@ -1853,7 +1898,7 @@ def not_b(ctx: Context, m: Mask, out: Mask | None = None) -> Mask:
 # --- selects, shuffles and interleaves -----------------------------------------------------
 
 
-@njit
+@njit_op
 def mov_t(
     ctx: Context, a: _Vec[_Lane], b: _Vec[_Lane], mask: Mask, out: _Vec[_Lane] | None = None
 ) -> _Vec[_Lane]:
@@ -1870,7 +1915,7 @@ def mov_t(
     return out
 
 
-@njit
+@njit_op
 def shfl_u8(ctx: Context, table: U8, idx: U8, out: U8 | None = None) -> U8:
     """Table lookup out[i] = table[idx[i] & 63], like IVP_SHFL2NX8. `out` may be `table` or
     `idx`. C_ALU."""
@@ -1887,7 +1932,7 @@ def shfl_u8(ctx: Context, table: U8, idx: U8, out: U8 | None = None) -> U8:
     return out
 
 
-@njit
+@njit_op
 def sel_u8(ctx: Context, a: U8, b: U8, idx: U8, out: U8 | None = None) -> U8:
     """Two-register select out[i] = (a ++ b)[idx[i] & 127], like IVP_SEL2NX8. `out` may be
     any of the inputs. C_ALU."""

@@ -10,6 +10,7 @@ from emu.mem.ddr import POLICIES, Ddr, solo_transfer_ps
 from emu.soc.config import DDR_POLICIES, load_config
 from emu.soc.sim import Sim
 from emu.soc.trace import TraceRecorder
+from tests.mem import ddr_reference
 
 
 class CountingEnv(Sim):
@@ -143,3 +144,43 @@ def test_bytes_are_conserved_and_no_transfer_beats_its_own_limit(jobs, policy):
     # The DDR never moves more than 1 B/ps: busy time covers every byte.
     assert ddr.stats()["busy_ps"] >= sum(n for _, n, _ in jobs)
     assert ddr.in_flight == 0
+
+
+# Caps whose bytes per picosecond are not dyadic fractions, and a bandwidth that is not
+# either: the exact arithmetic must find common denominators for all of them.
+_ODD_CAPS = [0.1e12, 0.5e12, 3e9, 1e12 / 3, 7.77e11, 2.5e11 / 7]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 20_000),
+                          st.one_of(st.none(), st.sampled_from(_ODD_CAPS))),
+                min_size=1, max_size=14),
+       st.sampled_from(sorted(POLICIES)), st.sampled_from(["1e12", "25.6e9", "3.3e11"]),
+       st.sampled_from(["0", "100"]))
+def test_finish_times_and_bandwidth_trace_equal_an_exact_fraction_model(jobs, policy, bw,
+                                                                        latency):
+    env, ddr = _ddr(bw=bw, latency=latency, policy=policy)
+    recorder = TraceRecorder(True)
+    ddr = Ddr("ddr", None, env, ddr.cfg, recorder)
+    named = [(f"j{i}", start, nbytes, cap) for i, (start, nbytes, cap) in enumerate(jobs)]
+    finished = _run(env, ddr, named)
+    expected, samples = ddr_reference.simulate(jobs, float(bw), int(latency), policy)
+    assert [finished[name] for name, *_ in named] == expected
+    # The counter after the last change at each instant (changes at one instant may come
+    # in either order).
+    recorded: dict[int, tuple[int, float]] = {}
+    for sample in recorder.recording.counters:
+        values = dict(sample.values)
+        recorded[sample.at_ps] = (values["transfers"], values["gb_per_s"])
+    assert recorded == samples
+
+
+def test_many_transfers_with_odd_caps_in_flight_at_once_stay_exact():
+    # 20 transfers in flight need lcm(1..20) in the unit's denominator.
+    jobs = [(3 * i, 1000 + 37 * i, _ODD_CAPS[i % len(_ODD_CAPS)] if i % 3 else None)
+            for i in range(20)]
+    for policy in sorted(POLICIES):
+        env, ddr = _ddr(bw="25.6e9", policy=policy)
+        finished = _run(env, ddr, [(f"j{i}", *job) for i, job in enumerate(jobs)])
+        expected, _ = ddr_reference.simulate(jobs, 25.6e9, 100, policy)
+        assert [finished[f"j{i}"] for i in range(len(jobs))] == expected

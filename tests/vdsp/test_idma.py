@@ -23,6 +23,19 @@ def _tcm(core, offset, pitch=0):
     return Endpoint(core.tcm.data, offset, pitch, in_tcm=True, name="tcm")
 
 
+def _down_then_up(soc, core, down, up):
+    """Run descriptor `down` on channel 0, then `up` on channel 1."""
+
+    def proc():
+        done = yield from core.channels[0].copy(down)
+        yield done
+        done = yield from core.channels[1].copy(up)
+        yield done
+
+    soc.env.process(proc())
+    soc.run()
+
+
 def test_descriptors_run_in_order_and_a_full_queue_blocks_the_submitter():
     soc = _soc(depth=2)
     core = soc.vdsp.hw[0]
@@ -60,19 +73,32 @@ def test_two_d_descriptor_moves_a_strided_block_for_real():
     up = Descriptor("out", _tcm(core, 4096, 16),
                     Endpoint(back_buf.data, 20, 100, in_tcm=False, name="ddr"), rows=10,
                     row_bytes=16)
-
-    def proc():
-        done = yield from core.channels[0].copy(down)
-        yield done
-        done = yield from core.channels[1].copy(up)
-        yield done
-
-    soc.env.process(proc())
-    soc.run()
+    _down_then_up(soc, core, down, up)
     assert (core.tcm.data[4096: 4096 + 160].reshape(10, 16) == image[:, 20:36]).all()
     assert (back_buf.data.reshape(10, 100)[:, 20:36] == image[:, 20:36]).all()
     assert back_buf.data.reshape(10, 100)[:, :20].sum() == 0
     assert soc.ddr.counters == {"bytes_read": 160, "bytes_written": 160, "transfers": 2}
+
+
+@pytest.mark.parametrize("pitch", [0, 7, 100])
+def test_one_row_descriptor_moves_exactly_its_bytes_whatever_the_pitch(pitch):
+    # One row is a plain slice copy (pitches do not matter for it); the bytes around it in
+    # TCM and DDR stay as they were, in both directions.
+    soc = _soc()
+    core = soc.vdsp.hw[0]
+    buf, _ = _ddr(soc, 300)
+    buf.data[:] = np.arange(300) % 253
+    core.tcm.data[8000:8200] = 7
+    down = Descriptor("in", Endpoint(buf.data, 33, pitch, in_tcm=False, name="ddr"),
+                      _tcm(core, 8050, pitch), rows=1, row_bytes=97)
+    back_buf, _ = _ddr(soc, 300)
+    up = linear("out", _tcm(core, 8050), Endpoint(back_buf.data, 101, 0, in_tcm=False,
+                                                   name="ddr"), 97)
+    _down_then_up(soc, core, down, up)
+    assert (core.tcm.data[8050:8147] == buf.data[33:130]).all()
+    assert (core.tcm.data[8000:8050] == 7).all() and (core.tcm.data[8147:8200] == 7).all()
+    assert (back_buf.data[101:198] == buf.data[33:130]).all()
+    assert back_buf.data[:101].sum() == 0 and back_buf.data[198:].sum() == 0
 
 
 @pytest.mark.parametrize(

@@ -900,6 +900,62 @@ def test_conflict_depth_matches_reference_on_any_offsets(words, geometry):
                                                            *geometry)
 
 
+_STRIDED = {  # element size -> (gather, scatter, lanes, offset type)
+    4: (isa.gather_a_i32, isa.scatter_i32, 16, np.uint32),
+    2: (isa.gather_a_i16, isa.scatter_i16, 32, np.uint16),
+    1: (isa.gather_a_u8, isa.scatter_i8, 32, np.uint16),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.sampled_from(sorted(_STRIDED)),
+    geometry=st.sampled_from([(4, 4), (8, 4), (2, 8), (16, 4), (1, 4), (32, 4), (8, 16)]),
+    stride=st.integers(0, 40),
+    first=st.integers(0, 2048),
+    base=st.sampled_from([0, 4096, BANK_BYTES - 1024, BANK_BYTES - 96, BANK_BYTES + 64]),
+    descending=st.booleans(),
+)
+def test_conflict_depth_of_evenly_spaced_lanes_matches_reference(size, geometry, stride, first,
+                                                                 base, descending):
+    # Evenly spaced offsets take a closed form unless they step backwards, by part of a
+    # sub-bank word, or across banks; every case must count what the reference counts.
+    gather, scatter, lanes, offset_type = _STRIDED[size]
+    ctx = j5(*geometry)
+    offsets = first * size + np.arange(lanes) * stride * size
+    if descending:
+        offsets = offsets[::-1]
+    offsets = offsets.astype(offset_type)
+    depth = ref.conflict_depth((base + offsets.astype(np.int64)).tolist(), BANK_BYTES,
+                               *geometry)
+    _, counts = counted(ctx, gather, base, offsets)
+    assert counts == {"gather_a": 1, "gather_conflict": depth}
+    _, counts = counted(ctx, scatter, np.zeros(lanes, np.int32 if size == 4 else np.int16),
+                        base, offsets)
+    assert counts == {"scatter": 1, "scatter_conflict": depth}
+
+
+@pytest.mark.parametrize(
+    ("base", "stride", "depth"),
+    [(0, 0, 1),  # one word
+     (0, 4, 2),  # 16 consecutive words over 8 sub-banks
+     (0, 20, 2),  # 5 words apart: every sub-bank twice
+     (0, 8, 4),  # 2 words apart: 4 sub-banks, 4 words each
+     (0, 32, 16),  # 8 words apart: all in sub-bank 0
+     (BANK_BYTES - 256, 32, 8),  # across two banks: 8 lanes in each
+     (0, 6, 2)],  # uneven steps: the general count (words 0,1,3,4,6,7,...)
+)
+def test_conflict_depth_of_strided_gathers_examples(base, stride, depth):
+    ctx = j5(sub_banks=8, width_bytes=4)
+    offsets = (np.arange(16) * stride).astype(np.uint32)
+    if stride % 4:
+        offsets = offsets // 4 * 4  # keep 32-bit lanes aligned: words 0,1,3,4,6,7,...
+    assert depth == ref.conflict_depth((base + offsets.astype(np.int64)).tolist(),
+                                       BANK_BYTES, 8, 4)
+    _, counts = counted(ctx, isa.gather_a_i32, base, offsets)
+    assert counts == {"gather_a": 1, "gather_conflict": depth}
+
+
 # --- scatter -------------------------------------------------------------------------------
 
 

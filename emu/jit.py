@@ -213,7 +213,6 @@ def njit_op(kernel: _Kernel, *, ieee: bool = False) -> _Kernel:
         numba.njit(cache=True, nogil=True, forceinline=True, **options)(kernel)))
 
 
-
 # Compiling on a second core. A cold cache makes a command's first run mostly compilation,
 # on one core, while the machine may have others idle. A command that knows which kernels
 # its later steps need starts a second process that compiles them first (by running a tiny

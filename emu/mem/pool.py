@@ -157,6 +157,9 @@ class PoolBuffer:
         Real CMA pages hold stale data; zeros keep every run reproducible.
         """
         self.check_alive()
+        if self._pool.closed:
+            raise PoolError(f"buffer {self._describe()}: its pool is closed (the session "
+                            f"ended), its memory given back")
         if self._data is None:
             self._data = np.zeros(self._size_bytes, dtype=np.uint8)
         return self._data
@@ -226,6 +229,8 @@ class CmaPool:
         self._free_sizes: list[int] = [size_bytes]
         # Live buffers by address, plus the sorted addresses so `find` can bisect.
         self._live: dict[int, PoolBuffer] = {}
+        self.closed = False
+        """Whether `close` ended the pool: the accounting stays, no buffer's bytes do."""
         self._live_addrs: list[int] = []
         self._used_bytes = 0
         self._high_water_bytes = 0
@@ -493,6 +498,17 @@ class CmaPool:
         self._give_back(addr, reserved)
         self._used_bytes -= reserved
         buf._retire()
+
+    def close(self) -> None:
+        """Give the host memory of every live buffer back, as the board does with a
+        process's ION buffers when it ends: a closed session's pool then costs nothing even
+        while something still refers to the session (its component tree is a web of
+        references that only the cycle collector frees, and that may run seconds later).
+        An array of a buffer's bytes taken before stays valid (it holds them); `data` raises
+        `PoolError` from now on. The figures of `stats` stay."""
+        self.closed = True
+        for buf in self._live.values():
+            buf._data = None
 
     def _check_own(self, buf: PoolBuffer, action: str) -> None:
         if not isinstance(buf, PoolBuffer):

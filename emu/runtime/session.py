@@ -123,6 +123,7 @@ class Session:
                 thread.kill()
         if self.soc.phase is Phase.BUILT:
             self.soc.finish()
+        self.soc.pool.close()  # its buffers' bytes back now, not when a collection runs
 
     # --- threads ----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import itertools
 import json
 import random
 import tracemalloc
+import weakref
 from typing import cast
 
 import numpy as np
@@ -756,3 +757,31 @@ PoolMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_pool_machine = PoolMachine.TestCase
+
+
+def test_a_closed_pool_gives_its_bytes_back_and_keeps_its_figures():
+    pool = page_pool(16)
+    kept, dropped = pool.alloc(PAGE, cached=True), pool.alloc(2 * PAGE, cached=False)
+    view = kept.data
+    view[:4] = (1, 2, 3, 4)
+    gone = weakref.ref(dropped.data)
+    before = pool.stats()
+    pool.close()
+    assert pool.closed and pool.stats() == before
+    assert gone() is None  # nothing but the pool held those bytes: they are freed now
+    assert view[:4].tolist() == [1, 2, 3, 4]  # an array taken before stays valid
+    for buf in (kept, dropped):
+        with pytest.raises(PoolError, match="its pool is closed"):
+            _ = buf.data
+
+
+def test_a_closed_session_frees_its_buffers_while_the_session_is_still_referenced():
+    from emu.runtime import hbsys, session
+
+    with session.Session() as sess:
+        mem = hbsys.hbSysMem()
+        assert hbsys.hbSysAllocCachedMem(mem, 4 * PAGE) == 0
+        gone = weakref.ref(mem.virAddr)
+        del mem  # the program's handle goes; the pool, in the session's web, still has them
+        assert gone() is not None
+    assert sess.closed and gone() is None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from emu.jit import njit
+from emu.jit import njit, njit_inline
 from emu.soc.config import CpuConfig
 
 
@@ -54,13 +54,26 @@ class Tlbs:
         return TlbStats(int(pages.size), int(counts[0]), int(counts[1]), int(counts[2]))
 
 
-@njit
+@njit_inline
 def _lru_way(stamps: npt.NDArray[np.int64]) -> int:
+    """The way to refill: the least recently used, the first empty one (stamp 0) if any."""
     victim = 0
+    oldest = stamps[0]
     for way in range(1, stamps.size):
-        if stamps[way] < stamps[victim]:
+        stamp = stamps[way]
+        if stamp < oldest:
+            oldest = stamp
             victim = way
     return victim
+
+
+@njit_inline
+def _way_of(tags: npt.NDArray[np.int64], page: int) -> int:
+    """The way that holds `page`, or -1."""
+    for way in range(tags.size):
+        if tags[way] == page:
+            return way
+    return -1
 
 
 @njit
@@ -69,35 +82,32 @@ def _tlb_kernel(pages: npt.NDArray[np.int64], core: int, l1_tags: npt.NDArray[np
                 l2_stamps: npt.NDArray[np.int64], clock: int,
                 ) -> tuple[npt.NDArray[np.int64], int]:
     """counts = [L1 hits, L2 hits, walks]; and the advanced LRU clock."""
-    counts = np.zeros(3, np.int64)
     mask = l2_tags.shape[1] - 1
+    tags1, stamps1 = l1_tags[core], l1_stamps[core]
+    tags2, stamps2 = l2_tags[core], l2_stamps[core]
+    l1_hits = l2_hits = walks = 0
+    previous = -1
     for i in range(pages.size):
         page = pages[i]
         clock += 1
-        hit = -1
-        for way in range(l1_tags.shape[1]):
-            if l1_tags[core, way] == page:
-                hit = way
-                break
+        # A run of accesses to one page (a stream through it) needs no search after the first.
+        hit = previous if previous >= 0 and tags1[previous] == page else _way_of(tags1, page)
         if hit >= 0:
-            counts[0] += 1
-            l1_stamps[core, hit] = clock
+            l1_hits += 1
+            stamps1[hit] = clock
+            previous = hit
             continue
         s = page & mask
-        hit = -1
-        for way in range(l2_tags.shape[2]):
-            if l2_tags[core, s, way] == page:
-                hit = way
-                break
+        hit = _way_of(tags2[s], page)
         if hit >= 0:
-            counts[1] += 1
-            l2_stamps[core, s, hit] = clock
+            l2_hits += 1
+            stamps2[s, hit] = clock
         else:
-            counts[2] += 1
-            way = _lru_way(l2_stamps[core, s])
-            l2_tags[core, s, way] = page
-            l2_stamps[core, s, way] = clock
-        way = _lru_way(l1_stamps[core])
-        l1_tags[core, way] = page
-        l1_stamps[core, way] = clock
-    return counts, clock
+            walks += 1
+            way = _lru_way(stamps2[s])
+            tags2[s, way] = page
+            stamps2[s, way] = clock
+        previous = _lru_way(stamps1)
+        tags1[previous] = page
+        stamps1[previous] = clock
+    return np.array([l1_hits, l2_hits, walks], np.int64), clock

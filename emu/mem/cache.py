@@ -338,9 +338,12 @@ def _insert(level: _Level, cache: int, s: int, line: int, dirty: int, stamp: int
     """Put `line` in set `s` as MRU; return the dirty line it evicted, or -1."""
     tags, lru_stamps, dirt = level
     victim = 0
+    oldest = lru_stamps[cache, s, 0]
     for way in range(1, tags.shape[2]):
         # Empty ways carry stamp 0, below every used one, so they are taken first.
-        if lru_stamps[cache, s, way] < lru_stamps[cache, s, victim]:
+        used = lru_stamps[cache, s, way]
+        if used < oldest:
+            oldest = used
             victim = way
     evicted = -1
     if tags[cache, s, victim] >= 0 and dirt[cache, s, victim] != 0:

@@ -334,17 +334,51 @@ def _find(tags: npt.NDArray[np.int64], cache: int, s: int, line: int) -> int:
 
 
 @njit_inline
-def _insert(level: _Level, cache: int, s: int, line: int, dirty: int, stamp: int) -> int:
-    """Put `line` in set `s` as MRU; return the dirty line it evicted, or -1."""
-    tags, lru_stamps, dirt = level
+def _lru(lru_stamps: npt.NDArray[np.int64], cache: int, s: int) -> int:
+    """The way a fill of set `s` takes: its least recently used. Empty ways carry stamp 0,
+    below every used one, so the first empty way goes first. The oldest stamp stays in a
+    register: a select per way, not a reload and a branch."""
     victim = 0
     oldest = lru_stamps[cache, s, 0]
-    for way in range(1, tags.shape[2]):
-        # Empty ways carry stamp 0, below every used one, so they are taken first.
+    for way in range(1, lru_stamps.shape[2]):
         used = lru_stamps[cache, s, way]
         if used < oldest:
             oldest = used
             victim = way
+    return victim
+
+
+@njit_inline
+def _look(level: _Level, cache: int, s: int, line: int) -> tuple[int, int]:
+    """(way of `line` in set `s` or -1, the way a fill of the set would take, as `_lru`),
+    in one pass over the set with no early exit to mispredict: for the small sets of L1D
+    and L2, where most of the model's lookups end, that is cheaper than stopping at the
+    match and scanning the stamps again on a miss."""
+    tags, lru_stamps = level[0], level[1]
+    hit = -1
+    victim = 0
+    oldest = lru_stamps[cache, s, 0]
+    for way in range(tags.shape[2]):
+        if tags[cache, s, way] == line:
+            hit = way
+        used = lru_stamps[cache, s, way]
+        if used < oldest:
+            oldest = used
+            victim = way
+    return hit, victim
+
+
+@njit_inline
+def _insert(level: _Level, cache: int, s: int, line: int, dirty: int, stamp: int) -> int:
+    """Put `line` in set `s` as MRU; return the dirty line it evicted, or -1."""
+    return _put(level, cache, s, _lru(level[1], cache, s), line, dirty, stamp)
+
+
+@njit_inline
+def _put(level: _Level, cache: int, s: int, victim: int, line: int, dirty: int,
+         stamp: int) -> int:
+    """Put `line` in way `victim` of set `s` as MRU; return the dirty line it evicted, or -1."""
+    tags, lru_stamps, dirt = level
     evicted = -1
     if tags[cache, s, victim] >= 0 and dirt[cache, s, victim] != 0:
         evicted = tags[cache, s, victim]
@@ -403,7 +437,7 @@ def _access_kernel(
         dirty = 1 if is_write[i] else 0
         clock += 1
         s1 = line & l1_mask
-        way = _find(l1_tags, core, s1, line)
+        way, victim1 = _look(l1d, core, s1, line)
         if way >= 0:
             l1_hits += 1
             outcomes[i] = 1
@@ -418,7 +452,7 @@ def _access_kernel(
             _drop(l2, core, s2, line)
             _drop(l3, 0, line & l3_mask, line)
             continue
-        way = _find(l2_tags, core, s2, line)
+        way, victim2 = _look(l2, core, s2, line)
         if way >= 0:
             l2_hits += 1
             outcomes[i] = 2
@@ -438,13 +472,13 @@ def _access_kernel(
             # Every fill and write-back takes a fresh stamp, so that two lines placed in one
             # set during the same access keep the order in which they arrived.
             clock += 1
-            evicted = _insert(l2, core, s2, line, 0, clock)
+            evicted = _put(l2, core, s2, victim2, line, 0, clock)
             if evicted >= 0:
                 clock += 1
                 if _write_back(l3, 0, evicted, clock) >= 0:
                     ddr_writebacks += 1
         clock += 1
-        evicted = _insert(l1d, core, s1, line, dirty, clock)
+        evicted = _put(l1d, core, s1, victim1, line, dirty, clock)
         if evicted >= 0:
             clock += 1
             evicted = _write_back(l2, core, evicted, clock)

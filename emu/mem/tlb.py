@@ -5,7 +5,7 @@ L1 hit (`p` becomes most recently used). Otherwise, if the L2 TLB of `c` holds `
 `p % sets`), an L2 hit; otherwise a table walk, after which `p` is put in the L2 TLB. In both
 cases `p` is then put in the L1 TLB. A full L1, or a full L2 set, drops its least recently
 used entry. The state stays from one call to the next, as the caches' does. A pure-Python
-reference lives in `tests/mem/tlb_reference.py`.
+reference lives in `tests/mem/test_tlb.py` (`ReferenceTlbs`).
 """
 
 from __future__ import annotations

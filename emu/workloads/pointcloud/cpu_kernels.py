@@ -21,10 +21,11 @@ integer with the branches and mispredicts so far (`_branch`; a branch that is al
 the loop's own, is applied in one step for all its iterations, `_taken`); `rec`, the
 record's entries, merged and overflowed accesses (`_touch`). Counting into `stats` itself
 made every count a load and a store that the next one waited on (a store to the record might
-change `stats`, as far as the compiler knows), half of each kernel's time. For the same
-reason the pillar step (spec §3 steps 3-4) is written out in each voxelisation kernel rather
-than in a helper: a helper that takes the tables and the record leaves numba reference-count
-updates of those arrays in the loop, which doubled the kernel's time.
+change `stats`, as far as the compiler knows): the kernels took two to five times as long.
+Also for speed, the pillar step (spec §3 steps 3-4) is written out in each voxelisation
+kernel rather than shared in a helper: an inlined helper that takes the tables and the
+record left numba reference-count updates of those arrays in the loop, which made
+`voxelize_floats` take 27 ms instead of 17 ms on a 300,000-point frame.
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ hits, the DDR model for the DDR lines). A pure-Python reference with the same
 semantics lives in `tests/mem/cache_reference.py`; the two must agree exactly, so the rules
 below are the specification.
 
-Geometry. Every level uses lines of `cpu.line_bytes`. An address `a` belongs to line
-`a // line_bytes`; a level with `sets = size_bytes / (line_bytes * ways)` sets (a power of
-two) keeps that line in set `line % sets`. Each set holds up to `ways` lines, ordered from
-least to most recently used (true LRU). L1D and L2 exist once per core, L3 once. Private
-caches are not kept coherent with each other: the same line may sit, clean or dirty, in
-several cores' L1D and L2 at once.
+Geometry. Every level uses lines of `cpu.line_bytes` (a power of two). An address `a`
+belongs to line `a // line_bytes`; a level with `sets = size_bytes / (line_bytes * ways)`
+sets (a power of two) keeps that line in set `line % sets`. Each set holds up to `ways`
+lines, ordered from least to most recently used (true LRU). L1D and L2 exist once per core,
+L3 once. Private caches are not kept coherent with each other: the same line may sit, clean
+or dirty, in several cores' L1D and L2 at once.
 
 An access by core `c` to line `x` (a read, or a write):
   1. L1D of `c` holds `x`: an L1 hit. `x` becomes MRU in that set; a write marks it dirty.
@@ -168,10 +168,11 @@ class CacheHierarchy:
     def __init__(self, cpu: CpuConfig) -> None:
         if cpu.cores < 1:
             raise ValueError(f"cpu.cores: need at least one core, got {cpu.cores}")
-        if cpu.line_bytes < 1:
-            raise ValueError(f"cpu.line_bytes: must be positive, got {cpu.line_bytes}")
+        if cpu.line_bytes < 1 or cpu.line_bytes & (cpu.line_bytes - 1):
+            raise ValueError(f"cpu.line_bytes: must be a power of two, got {cpu.line_bytes}")
         self.cpu = cpu
         self.line_bytes = cpu.line_bytes
+        self._line_shift = cpu.line_bytes.bit_length() - 1
         self.l1d = CacheArrays.empty(
             cpu.cores, _sets_of(cpu.l1d, cpu.line_bytes, "l1d"), cpu.l1d.ways
         )
@@ -209,17 +210,18 @@ class CacheHierarchy:
             raise ValueError(f"core: expected an integer core index, got {core!r}")
         if not 0 <= core < self.cpu.cores:
             raise ValueError(f"core: {core} is not a core of this {self.cpu.cores}-core cluster")
-        lines = self._lines_of(addrs)
-        writes = self._flags(is_write, lines.size, "is_write")
-        streaming = self._flags(no_allocate, lines.size, "no_allocate")
+        byte_addrs = self._addresses_of(addrs)
+        n = byte_addrs.size
+        writes = self._flags(is_write, n, "is_write")
+        streaming = self._flags(no_allocate, n, "no_allocate")
         if (streaming & ~writes).any():
             raise ValueError("no_allocate: only a write can be a streaming write")
         if outcomes is None:
-            outcomes = np.empty(lines.size, np.uint8)
-        elif outcomes.dtype != np.uint8 or outcomes.shape != (lines.size,):
-            raise ValueError(f"outcomes: expected a uint8 array of {lines.size} entries")
+            outcomes = np.empty(n, np.uint8)
+        elif outcomes.dtype != np.uint8 or outcomes.shape != (n,):
+            raise ValueError(f"outcomes: expected a uint8 array of {n} entries")
         counts, self._clock = _access_kernel(
-            lines,
+            (byte_addrs, self._line_shift),
             writes,
             streaming,
             int(core),
@@ -228,7 +230,7 @@ class CacheHierarchy:
             outcomes,
         )
         return CacheStats(
-            accesses=int(lines.size),
+            accesses=int(n),
             l1_hits=int(counts[0]),
             l2_hits=int(counts[1]),
             l3_hits=int(counts[2]),
@@ -295,7 +297,9 @@ class CacheHierarchy:
             level.dirty[hit] = 0
         return int(np.unique(np.concatenate(dropped)).size)
 
-    def _lines_of(self, addrs: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    def _addresses_of(self, addrs: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """`addrs`, checked, as contiguous int64 (the array itself when it already is: the
+        kernel finds each line, so no array of lines is made, nor its pages faulted in)."""
         raw = np.asarray(addrs)
         if raw.ndim > 1:
             raise ValueError(f"addrs: expected a 1-D array of addresses, got shape {raw.shape}")
@@ -310,7 +314,7 @@ class CacheHierarchy:
                 raise ValueError(f"addrs: addresses must not be negative, got {lowest}")
             if highest > _INT64_MAX:
                 raise ValueError(f"addrs: address {highest} does not fit in 64-bit signed")
-        return np.ascontiguousarray(raw.astype(np.int64) // self.line_bytes)
+        return np.ascontiguousarray(raw.astype(np.int64, copy=False))
 
     def _line_range(self, start: int, nbytes: int) -> tuple[int, int]:
         """Lines `[first, end)` that overlap the byte range."""
@@ -334,14 +338,51 @@ def _find(tags: npt.NDArray[np.int64], cache: int, s: int, line: int) -> int:
 
 
 @njit_inline
+def _lru(lru_stamps: npt.NDArray[np.int64], cache: int, s: int) -> int:
+    """The way a fill of set `s` takes: its least recently used. Empty ways carry stamp 0,
+    below every used one, so the first empty way goes first. The oldest stamp stays in a
+    register: a select per way, not a reload and a branch."""
+    victim = 0
+    oldest = lru_stamps[cache, s, 0]
+    for way in range(1, lru_stamps.shape[2]):
+        used = lru_stamps[cache, s, way]
+        if used < oldest:
+            oldest = used
+            victim = way
+    return victim
+
+
+@njit_inline
+def _look(level: _Level, cache: int, s: int, line: int) -> tuple[int, int]:
+    """(way of `line` in set `s` or -1, the way a fill of the set would take, as `_lru`),
+    in one pass over the set with no early exit to mispredict: for the small sets of L1D
+    and L2, where most of the model's lookups end, that is cheaper than stopping at the
+    match and scanning the stamps again on a miss."""
+    tags, lru_stamps = level[0], level[1]
+    hit = -1
+    victim = 0
+    oldest = lru_stamps[cache, s, 0]
+    for way in range(tags.shape[2]):
+        if tags[cache, s, way] == line:
+            hit = way
+        used = lru_stamps[cache, s, way]
+        if used < oldest:
+            oldest = used
+            victim = way
+    return hit, victim
+
+
+@njit_inline
 def _insert(level: _Level, cache: int, s: int, line: int, dirty: int, stamp: int) -> int:
     """Put `line` in set `s` as MRU; return the dirty line it evicted, or -1."""
+    return _put(level, cache, s, _lru(level[1], cache, s), line, dirty, stamp)
+
+
+@njit_inline
+def _put(level: _Level, cache: int, s: int, victim: int, line: int, dirty: int,
+         stamp: int) -> int:
+    """Put `line` in way `victim` of set `s` as MRU; return the dirty line it evicted, or -1."""
     tags, lru_stamps, dirt = level
-    victim = 0
-    for way in range(1, tags.shape[2]):
-        # Empty ways carry stamp 0, below every used one, so they are taken first.
-        if lru_stamps[cache, s, way] < lru_stamps[cache, s, victim]:
-            victim = way
     evicted = -1
     if tags[cache, s, victim] >= 0 and dirt[cache, s, victim] != 0:
         evicted = tags[cache, s, victim]
@@ -374,7 +415,7 @@ def _drop(level: _Level, cache: int, s: int, line: int) -> None:
 
 @njit
 def _access_kernel(
-    lines: npt.NDArray[np.int64],
+    addrs: tuple[npt.NDArray[np.int64], int],
     is_write: npt.NDArray[np.bool_],
     no_allocate: npt.NDArray[np.bool_],
     core: int,
@@ -382,8 +423,9 @@ def _access_kernel(
     clock: int,
     outcomes: npt.NDArray[np.uint8],
 ) -> tuple[npt.NDArray[np.int64], int]:
-    """Run `lines` for `core` through `levels` (L1D, L2, L3); return the counts and the
-    advanced LRU clock, and write each access's outcome into `outcomes`.
+    """Run the lines of `addrs` = (byte addresses, log2 of the line's bytes) for `core`
+    through `levels` (L1D, L2, L3); return the counts and the advanced LRU clock, and write
+    each access's outcome into `outcomes`.
 
     counts = [L1D hits, L2 hits, L3 hits, DDR reads, DDR write-backs, streaming writes].
     """
@@ -395,12 +437,13 @@ def _access_kernel(
     l1_mask = l1_tags.shape[1] - 1
     l2_mask = l2_tags.shape[1] - 1
     l3_mask = l3_tags.shape[1] - 1
-    for i in range(lines.size):
-        line = lines[i]
+    byte_addrs, line_shift = addrs
+    for i in range(byte_addrs.size):
+        line = byte_addrs[i] >> line_shift
         dirty = 1 if is_write[i] else 0
         clock += 1
         s1 = line & l1_mask
-        way = _find(l1_tags, core, s1, line)
+        way, victim1 = _look(l1d, core, s1, line)
         if way >= 0:
             l1_hits += 1
             outcomes[i] = 1
@@ -415,7 +458,7 @@ def _access_kernel(
             _drop(l2, core, s2, line)
             _drop(l3, 0, line & l3_mask, line)
             continue
-        way = _find(l2_tags, core, s2, line)
+        way, victim2 = _look(l2, core, s2, line)
         if way >= 0:
             l2_hits += 1
             outcomes[i] = 2
@@ -435,13 +478,13 @@ def _access_kernel(
             # Every fill and write-back takes a fresh stamp, so that two lines placed in one
             # set during the same access keep the order in which they arrived.
             clock += 1
-            evicted = _insert(l2, core, s2, line, 0, clock)
+            evicted = _put(l2, core, s2, victim2, line, 0, clock)
             if evicted >= 0:
                 clock += 1
                 if _write_back(l3, 0, evicted, clock) >= 0:
                     ddr_writebacks += 1
         clock += 1
-        evicted = _insert(l1d, core, s1, line, dirty, clock)
+        evicted = _put(l1d, core, s1, victim1, line, dirty, clock)
         if evicted >= 0:
             clock += 1
             evicted = _write_back(l2, core, evicted, clock)

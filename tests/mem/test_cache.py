@@ -371,6 +371,9 @@ def test_bad_geometry_is_rejected() -> None:
         CacheHierarchy(make_cpu(cores=1, line_bytes=64, l1d=(64, 1), l2=(64, 2), l3=(256, 4)))
     with pytest.raises(ValueError, match=r"cpu\.l3.*power-of-two"):
         CacheHierarchy(make_cpu(cores=1, line_bytes=64, l1d=(64, 1), l2=(64, 1), l3=(192, 1)))
+    # The kernel finds an address's line with a shift.
+    with pytest.raises(ValueError, match=r"cpu\.line_bytes.*power of two"):
+        CacheHierarchy(make_cpu(cores=1, line_bytes=48, l1d=(48, 1), l2=(96, 1), l3=(192, 1)))
 
 
 def test_maintenance_cost_follows_cache_size_not_range() -> None:

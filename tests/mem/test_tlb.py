@@ -71,6 +71,30 @@ def test_model_matches_reference(geometry, calls):
         assert model.lookup(core, np.array(addrs, np.int64)) == ref.lookup(core, addrs)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_on_one_page_and_interleaved_streams_match_reference(seed):
+    """Streams as the recorders make them: runs of lines on one page (the kernel's path that
+    skips the search), interleaved with other streams and random pages, over several calls
+    on both cores, so a run may start in one call and go on in the next."""
+    rng = np.random.default_rng(seed)
+    l1, l2, ways = [(1, 1, 1), (2, 4, 2), (4, 8, 4), (16, 64, 4)][seed % 4]
+    model = Tlbs(_cpu(l1, l2, ways))
+    ref = ReferenceTlbs(2, l1, l2, ways, 4096)
+    for _ in range(8):
+        streams = rng.integers(1, 4)
+        starts = rng.integers(0, 60 * 4096, streams)
+        length = int(rng.integers(0, 300))
+        addrs = np.empty(length, np.int64)
+        for i in range(length):
+            k = i % streams
+            if rng.random() < 0.1:
+                addrs[i] = rng.integers(0, 60 * 4096)
+            else:
+                addrs[i] = starts[k] + 64 * (i // streams)
+        core = int(rng.integers(0, 2))
+        assert model.lookup(core, addrs) == ref.lookup(core, addrs.tolist())
+
+
 def test_bad_geometry_and_core_are_refused():
     with pytest.raises(ConfigError, match="l2_ways"):
         _cpu(2, 8, 3)

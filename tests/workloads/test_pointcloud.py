@@ -102,9 +102,11 @@ def test_a_stream_buffer_sized_too_small_is_reported_not_overrun():
     stream.reset(2)  # a new stream: exactly two entries of room
     assert len(stream.record) == 2
     last = np.full((1, 2), -1, np.int64)
+    rec = (0, 0, 0)
     for line in range(3):  # three distinct lines: the third finds the buffer full
-        ck._touch(stream.record, last, stream.stats, 0, 64 * line, False, 6)
-    assert stream.stats[ck.ENTRIES] == 2 and stream.stats[ck.OVERFLOW] == 1
+        rec = ck._touch(stream.record, last, rec, 0, 64 * line, False, 6)
+    assert rec == (2, 0, 1)  # (entries, merged, overflow)
+    stream.stats[ck.ENTRIES], stream.stats[ck.OVERFLOW] = rec[0], rec[2]
     with pytest.raises(RuntimeError, match="sized too small"):
         stream.work("voxelize")
 
@@ -190,15 +192,15 @@ def test_the_access_record_keeps_a_load_then_store_of_a_line_as_a_read_modify_wr
         rng.integers(0, 3, n), rng.integers(0, 6, n) * 40, rng.random(n) < 0.5, strict=True)]
     record = np.zeros((n, 2), np.int64)
     last = np.full((3, 2), -1, np.int64)  # [line, entry] of each stream's last access
-    stats = np.zeros(ck.N_STATS, np.int64)
+    rec = (0, 0, 0)  # (entries, merged, overflow)
     for stream, addr, write in accesses:
-        ck._touch(record, last, stats, stream, addr, write, 6)
+        rec = ck._touch(record, last, rec, stream, addr, write, 6)
     want = _touch_reference(accesses, 6)
-    k = int(stats[ck.ENTRIES])
+    k, merged, overflow = rec
     flags = record[:k, 1]
     got = [[int(record[i, 0]), int(flags[i] >> 8), bool(flags[i] & ck.WRITE),
             bool(flags[i] & ck.LOADED)] for i in range(k)]
-    assert got == want and stats[ck.MERGED] == n - k
+    assert got == want and merged == n - k and overflow == 0
 
 
 def _split_by_hand(record, n):

@@ -102,3 +102,25 @@ def test_pointcloud_hands_the_back_half_of_its_implementations_aside(monkeypatch
     runner.run("centerpoint", ["cpu"], frames)
     target = "emu.workloads.pointcloud.runner:warm"
     assert calls == [(target, ["centerpoint", "dsp2"]), (target, ["centerpoint", "cpu"])]
+
+
+def test_dsp_cv_all_hands_the_back_half_of_the_table_aside(monkeypatch, capsys):
+    from emu.cli.main import main
+    from emu.vdsp.ops import cv
+
+    calls = []
+    monkeypatch.setattr(jit, "compile_aside", lambda target, args: calls.append((target, args)))
+    assert main(["dsp", "cv", "--all", "--json"]) == 0
+    capsys.readouterr()
+    names = [op.name for op in cv.cv_operators()]
+    assert calls == [("emu.workloads.dsp_cv:warm", names[len(names) // 2:])]
+
+
+def test_the_cv_warm_up_runs_the_operators_it_names_and_refuses_others():
+    from emu.errors import InputError
+    from emu.vdsp.ops import cv
+    from emu.workloads import dsp_cv
+
+    dsp_cv.warm(cv.cv_operators()[0].name)
+    with pytest.raises(InputError, match="no CV operator 'nothing'"):
+        dsp_cv.warm("nothing")

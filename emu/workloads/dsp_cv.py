@@ -156,3 +156,18 @@ def sample_inputs(op: cv.CvOp, picture: npt.NDArray) -> list[npt.NDArray]:
     """The inputs `op` takes, made from one picture (uint8 grey or RGB; other types are
     given to the operator as they are)."""
     return op.prepare(np.ascontiguousarray(picture))
+
+
+def warm(*names: str) -> None:
+    """Run the operators `names` with their default values on the standard image, each in
+    a session of its own, for their kernels only: what `emu dsp cv --all` starts on a
+    second core for the back half of the table (`emu.jit.compile_aside`)."""
+    from emu.workloads import images
+
+    picture = images.standard()
+    for name in names:
+        op = cv.cv_operator(name)
+        if op is None:
+            raise InputError(f"no CV operator {name!r}")
+        with session.Session():
+            run_op(op, op.prepare(picture), op.defaults())

@@ -227,6 +227,7 @@ ASIDE_ENV = "EMU_COMPILE_ASIDE"
 parallel test run); any other value, or none, lets a command start one."""
 
 _aside: list[Any] = []
+_STOP_WAIT_S = 5.0  # for a helper to end on SIGTERM before it is killed
 
 
 class _Stop(Exception):
@@ -260,12 +261,24 @@ def compile_aside(target: str, args: Sequence[str]) -> bool:
     return True
 
 
+def wait_aside() -> None:
+    """Wait until every helper process `compile_aside` started has ended."""
+    while _aside:
+        _aside.pop().wait()
+
+
 def stop_aside() -> None:
     """Stop the helper processes `compile_aside` started that are still running."""
+    import subprocess
+
     while _aside:
         helper = _aside.pop()
         if helper.poll() is None:
             helper.terminate()
+            try:
+                helper.wait(timeout=_STOP_WAIT_S)
+            except subprocess.TimeoutExpired:  # SIGTERM blocked: the process ends anyway
+                helper.kill()
         helper.wait()
 
 
@@ -284,6 +297,8 @@ def _aside_main(target: str, args: Sequence[str]) -> None:
         raise _Stop
 
     signal.signal(signal.SIGTERM, on_term)
+    # A signal blocked in the thread that started this process stays blocked here.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     try:
         module, function = target.split(":")
         getattr(importlib.import_module(module), function)(*args)

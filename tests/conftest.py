@@ -40,12 +40,35 @@ def pytest_configure(config):
     No command starts a second process to compile kernels aside (emu/jit.py): the run's
     workers keep every core busy already; tests/test_jit_aside.py turns it on where it
     tests it."""
-    os.environ[jit.ASIDE_ENV] = "0"
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller set it up
         return
+    if _whole_suite_in_parallel(config):
+        _warm_kernels()
+    os.environ[jit.ASIDE_ENV] = "0"
     folder = tempfile.mkdtemp(prefix="emu-test-models-")
     config.stash[_MODEL_CACHE] = folder
     os.environ[modelcache.ENV] = folder
+
+
+def _whole_suite_in_parallel(config) -> bool:
+    """Whether this is a run of every test (no paths or only the tests folder) on
+    pytest-xdist workers."""
+    parallel = getattr(config.option, "numprocesses", None) not in (None, 0)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    return parallel and all(os.path.abspath(a) == tests for a in config.args)
+
+
+def _warm_kernels() -> None:
+    """Compile the run's kernels in processes that end before the workers start (see
+    tests/warmup.py); nothing when the cache has them already."""
+    from tests import warmup
+
+    started = time.perf_counter()
+    if any([jit.compile_aside("tests.warmup:kernels", [str(part)])
+            for part in range(warmup.PARTS)]):
+        jit.wait_aside()
+        print(f"compiled the kernels in {warmup.PARTS} processes first: "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
 
 
 def pytest_unconfigure(config):

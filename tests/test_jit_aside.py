@@ -18,7 +18,8 @@ def record(folder, *words):
 
 def nap(folder):
     pathlib.Path(folder, "started").write_text("")
-    time.sleep(60)
+    for _ in range(1200):  # a minute of work in small steps, as compiling is
+        time.sleep(0.05)
 
 def fail(folder):
     raise RuntimeError("a helper that breaks")
@@ -82,7 +83,8 @@ def test_stopping_a_running_helper_leaves_no_mark_and_no_process(aside):
     _wait_for(aside / "started")
     started = time.monotonic()
     jit.stop_aside()
-    assert helper.returncode is not None and time.monotonic() - started < 30
+    # It ended on SIGTERM, quietly (0), not on the SIGKILL that follows if it does not.
+    assert helper.returncode == 0 and time.monotonic() - started < jit._STOP_WAIT_S
     assert not list(Path(numba.config.CACHE_DIR).glob("aside-*"))
 
 

@@ -79,14 +79,14 @@ def test_an_opset_conversion_note_comes_back_with_the_model(cache):
 
 def test_the_hardware_is_not_in_the_key_and_the_cut_follows_the_session(cache, monkeypatch):
     model = zoo.build("resnet18", (32, 32))
-    _compile(model)
+    here, _ = _compile(model)
     slow = replace(SOC, bpu=replace(SOC.bpu, freq_hz=SOC.bpu.freq_hz // 4))
     cached, steps = _compile(model, soc=slow)
     assert steps[-1].endswith("compiled before (model cache)")
     monkeypatch.setenv(modelcache.ENV, modelcache.OFF)
     fresh, _ = _compile(model, soc=slow)
     assert cached.function_calls == fresh.function_calls
-    assert cached.function_calls != _compile(model)[0].function_calls
+    assert cached.function_calls != here.function_calls
     assert len(_entries(cache)) == 1
 
 

@@ -145,9 +145,23 @@ def _run_example(tmp_path, name, env=None):
     return report.read_bytes(), trace.read_bytes(), done.stdout
 
 
-def test_eight_threads_of_fifty_rpcs_use_both_cores_and_are_deterministic(tmp_path):
-    runs = [_run_example(tmp_path, f"run{k}", {"PYTHONHASHSEED": seed})
-            for k, seed in enumerate(("0", "1", "4242"))]
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory):
+    """example_run(seed): the example's report, trace and output with PYTHONHASHSEED=seed,
+    run once for the module: the trace test reads the run the determinism test made (the
+    same bytes whatever the hash seed), rather than running the example a fourth time."""
+    done = {}
+
+    def run(seed):
+        if seed not in done:
+            done[seed] = _run_example(tmp_path_factory.mktemp(f"seed{seed}"), "run",
+                                      {"PYTHONHASHSEED": seed})
+        return done[seed]
+    return run
+
+
+def test_eight_threads_of_fifty_rpcs_use_both_cores_and_are_deterministic(example_run):
+    runs = [example_run(seed) for seed in ("0", "1", "4242")]
     assert runs[0] == runs[1] == runs[2]
     report = json.loads(runs[0][0])
     results = report["results"]
@@ -164,8 +178,8 @@ def test_eight_threads_of_fifty_rpcs_use_both_cores_and_are_deterministic(tmp_pa
     validate_chrome_trace(json.loads(runs[0][1]))
 
 
-def test_trace_links_each_rpc_call_to_the_dsp_task_it_submitted(tmp_path):
-    _, trace, _ = _run_example(tmp_path, "flows")
+def test_trace_links_each_rpc_call_to_the_dsp_task_it_submitted(example_run):
+    _, trace, _ = example_run("0")
     events = [e for e in json.loads(trace)["traceEvents"] if e["ph"] == "X"]
     starts = {e["bind_id"]: e for e in events if e.get("flow_out") and not e.get("flow_in")}
     ends = {e["bind_id"]: e for e in events if e.get("flow_in")}

@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 
 from emu.cli.main import main
 from emu.errors import InputError
-from emu.nn import compiler, zoo
+from emu.nn import compiler, modelcache, zoo
 from emu.nn.compiler import CompileOptions
 from emu.soc.config import load_config
 from tests.nn.nets import ZOO_SMALL, segmented, zoo_case
@@ -517,7 +517,8 @@ def test_the_readme_bpu_example_runs_and_its_numbers_hold(tmp_path, monkeypatch,
     assert len(list((tmp_path / "outputs").glob("*.npy"))) == 1
 
 
-def test_compiling_twice_gives_the_same_bytes(mobilenet):
+def test_compiling_twice_gives_the_same_bytes(mobilenet, monkeypatch):
+    monkeypatch.setenv(modelcache.ENV, modelcache.OFF)  # a compile, not the cached copy
     again = _compile(zoo.build("mobilenetv2", (32, 32)), "mobilenetv2")
     assert compiler.dumps([again]) == compiler.dumps([mobilenet])
 

@@ -173,10 +173,12 @@ class CpuCluster(CoreGroup):
         n = len(work.addrs)
         addrs = np.ascontiguousarray(work.addrs, np.int64)
         writes = _flags(work.is_write, n)
-        lines = addrs // self.cfg.line_bytes
-        streaming = np.empty(n, np.bool_)
-        memsys.streaming_stores(lines, writes, _flags(work.full_line, n),
-                                self.cfg.write_stream_lines, streaming)
+        # The kernels find each access's line themselves: no array of lines is made.
+        lines = (addrs, self.cfg.line_bytes.bit_length() - 1)
+        streaming = np.zeros(n, np.bool_)
+        if work.full_line is not None:  # without full-line stores nothing streams
+            memsys.streaming_stores(lines, writes, _flags(work.full_line, n),
+                                    self.cfg.write_stream_lines, streaming)
         outcomes = np.empty(n, np.uint8)
         result = self.caches.access(core, addrs, writes, streaming, outcomes)
         streams = (np.zeros(n, np.uint8) if work.streams is None

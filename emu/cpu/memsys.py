@@ -40,34 +40,39 @@ N_COUNTS = 5
 
 
 @njit
-def streaming_stores(lines: npt.NDArray[np.int64], is_write: npt.NDArray[np.bool_],
+def streaming_stores(addrs: tuple[npt.NDArray[np.int64], int], is_write: npt.NDArray[np.bool_],
                      full_line: npt.NDArray[np.bool_], threshold: int,
                      out: npt.NDArray[np.bool_]) -> None:
-    """Mark in `out` the stores that write-streaming sends to memory without a fill."""
+    """Mark in `out` the stores that write-streaming sends to memory without a fill;
+    `addrs` = (byte addresses, log2 of the line's bytes)."""
+    byte_addrs, line_shift = addrs
     run = 0
     previous = np.int64(-2)
-    for i in range(lines.size):
+    for i in range(byte_addrs.size):
         out[i] = False
         if not is_write[i]:
             continue
         if not full_line[i]:
             run = 0
             continue
-        run = run + 1 if lines[i] == previous + 1 else 1
-        previous = lines[i]
+        line = byte_addrs[i] >> line_shift
+        run = run + 1 if line == previous + 1 else 1
+        previous = line
         out[i] = run >= threshold
 
 
 @njit
-def classify(lines: npt.NDArray[np.int64], is_store: npt.NDArray[np.bool_],
+def classify(addrs: tuple[npt.NDArray[np.int64], int], is_store: npt.NDArray[np.bool_],
              streams: npt.NDArray[np.uint8], outcomes: npt.NDArray[np.uint8],
              page_lines: int) -> npt.NDArray[np.int64]:
-    """Counts of the loads by cost and of the store misses (indices above). `is_store` marks
-    the accesses that are stores only: a read-modify-write of a line counts as a load."""
+    """Counts of the loads by cost and of the store misses (indices above), of the accesses
+    `addrs` = (byte addresses, log2 of the line's bytes). `is_store` marks the accesses that
+    are stores only: a read-modify-write of a line counts as a load."""
+    byte_addrs, line_shift = addrs
     counts = np.zeros(N_COUNTS, np.int64)
     last = np.full(N_STREAMS, -1, np.int64)
     stride = np.zeros(N_STREAMS, np.int64)
-    for i in range(lines.size):
+    for i in range(byte_addrs.size):
         outcome = outcomes[i]
         if is_store[i]:
             if 2 <= outcome <= 4:
@@ -76,11 +81,12 @@ def classify(lines: npt.NDArray[np.int64], is_store: npt.NDArray[np.bool_],
         if outcome == 1:
             continue
         s = streams[i]
-        step = lines[i] - last[s] if last[s] >= 0 else 0
+        line = byte_addrs[i] >> line_shift
+        step = line - last[s] if last[s] >= 0 else 0
         covered = (step != 0 and stride[s] != 0 and (step > 0) == (stride[s] > 0)
                    and abs(step - stride[s]) <= 1 and abs(step) <= page_lines)
         stride[s] = step
-        last[s] = lines[i]
+        last[s] = line
         if covered:
             counts[PREFETCHED_LOADS] += 1
         elif outcome == 2:

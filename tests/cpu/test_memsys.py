@@ -47,9 +47,20 @@ def classify_reference(lines, writes, streams, outcomes, page_lines):
     return counts
 
 
-def _streaming(lines, writes, full, threshold):
-    out = np.empty(len(lines), np.bool_)
-    memsys.streaming_stores(np.array(lines, np.int64), np.array(writes, np.bool_),
+SHIFT = 6  # 64-byte lines
+
+
+def _bytes(lines, offsets=None):
+    """The kernels' (byte addresses, line shift) for `lines`, at `offsets` within each line
+    (the last byte of the line when not given: the shift, not a division, finds the line)."""
+    lines = np.asarray(lines, np.int64)
+    offsets = np.full(lines.size, (1 << SHIFT) - 1) if offsets is None else offsets
+    return (lines << SHIFT) + np.asarray(offsets, np.int64), SHIFT
+
+
+def _streaming(lines, writes, full, threshold, offsets=None):
+    out = np.ones(len(lines), np.bool_)  # the kernel writes every entry
+    memsys.streaming_stores(_bytes(lines, offsets), np.array(writes, np.bool_),
                             np.array(full, np.bool_), threshold, out)
     return out.tolist()
 
@@ -71,7 +82,7 @@ def test_a_gap_or_a_partial_store_restarts_the_run_and_loads_do_not_break_it():
 
 def test_prefetcher_covers_a_constant_stride_after_two_misses():
     lines = np.array([100, 101, 102, 103, 106], np.int64)
-    counts = memsys.classify(lines, np.zeros(5, np.bool_), np.zeros(5, np.uint8),
+    counts = memsys.classify(_bytes(lines), np.zeros(5, np.bool_), np.zeros(5, np.uint8),
                              np.full(5, 4, np.uint8), 64)
     # 100: first miss; 101: stride 1 seen once; 102, 103 covered; 106 breaks the stride.
     assert counts[memsys.PREFETCHED_LOADS] == 2 and counts[memsys.DDR_LOADS] == 3
@@ -79,7 +90,7 @@ def test_prefetcher_covers_a_constant_stride_after_two_misses():
 
 def test_a_byte_stride_that_is_not_whole_lines_is_still_followed():
     lines = np.array([400 * k // 64 for k in range(10)], np.int64)  # steps of 6 or 7 lines
-    counts = memsys.classify(lines, np.zeros(10, np.bool_), np.zeros(10, np.uint8),
+    counts = memsys.classify(_bytes(lines), np.zeros(10, np.bool_), np.zeros(10, np.uint8),
                              np.full(10, 4, np.uint8), 64)
     assert counts[memsys.PREFETCHED_LOADS] == 8 and counts[memsys.DDR_LOADS] == 2
 
@@ -87,14 +98,14 @@ def test_a_byte_stride_that_is_not_whole_lines_is_still_followed():
 def test_streams_train_separately_and_strides_beyond_a_page_are_not_covered():
     lines = np.array([0, 1000, 1, 2000, 2, 3000, 3, 4000], np.int64)
     streams = np.array([0, 1] * 4, np.uint8)
-    counts = memsys.classify(lines, np.zeros(8, np.bool_), streams, np.full(8, 3, np.uint8),
+    counts = memsys.classify(_bytes(lines), np.zeros(8, np.bool_), streams, np.full(8, 3, np.uint8),
                              64)
     assert counts[memsys.PREFETCHED_LOADS] == 2 and counts[memsys.L3_LOADS] == 6
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 12), st.booleans(), st.booleans(), st.integers(0, 3),
-                          st.integers(1, 4)), max_size=80),
+                          st.integers(1, 4), st.integers(0, (1 << SHIFT) - 1)), max_size=80),
        st.integers(1, 5), st.integers(1, 8))
 def test_kernels_match_the_references(accesses, threshold, page_lines):
     lines = [a[0] for a in accesses]
@@ -102,9 +113,10 @@ def test_kernels_match_the_references(accesses, threshold, page_lines):
     full = [a[2] for a in accesses]
     streams = [a[3] for a in accesses]
     outcomes = [a[4] for a in accesses]
-    assert _streaming(lines, writes, full, threshold) == \
+    offsets = [a[5] for a in accesses]
+    assert _streaming(lines, writes, full, threshold, offsets) == \
         streaming_reference(lines, writes, full, threshold)
-    got = memsys.classify(np.array(lines, np.int64), np.array(writes, np.bool_),
+    got = memsys.classify(_bytes(lines, offsets), np.array(writes, np.bool_),
                           np.array(streams, np.uint8), np.array(outcomes, np.uint8),
                           page_lines)
     assert got.tolist() == classify_reference(lines, writes, streams, outcomes, page_lines)
@@ -113,6 +125,6 @@ def test_kernels_match_the_references(accesses, threshold, page_lines):
 @pytest.mark.parametrize("n", [0, 1])
 def test_empty_and_single_streams(n):
     assert _streaming([5] * n, [True] * n, [True] * n, 1) == [True] * n
-    counts = memsys.classify(np.full(n, 5, np.int64), np.zeros(n, np.bool_),
+    counts = memsys.classify(_bytes(np.full(n, 5)), np.zeros(n, np.bool_),
                              np.zeros(n, np.uint8), np.full(n, 2, np.uint8), 64)
     assert counts.tolist() == [n, 0, 0, 0, 0]

@@ -229,9 +229,9 @@ class CmaPool:
         self._free_sizes: list[int] = [size_bytes]
         # Live buffers by address, plus the sorted addresses so `find` can bisect.
         self._live: dict[int, PoolBuffer] = {}
+        self._live_addrs: list[int] = []
         self.closed = False
         """Whether `close` ended the pool: the accounting stays, no buffer's bytes do."""
-        self._live_addrs: list[int] = []
         self._used_bytes = 0
         self._high_water_bytes = 0
         self._alloc_count = 0

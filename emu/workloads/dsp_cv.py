@@ -170,4 +170,4 @@ def warm(*names: str) -> None:
         if op is None:
             raise InputError(f"no CV operator {name!r}")
         with session.Session():
-            run_op(op, op.prepare(picture), op.defaults())
+            run_op(op, sample_inputs(op, picture), op.defaults())

@@ -28,19 +28,34 @@ from emu.errors import EmuError, InputError
 # How long connecting to a scheduler at `--dask ADDRESS` may take before it is refused.
 CONNECT_TIMEOUT_S = 30
 MAX_LOCAL_WORKERS = 256
-# What a local cluster's workers are started with, in place of two Dask defaults that cost
-# a simulation dearly (measured on `benchmarks/run.py sweep`, 2 workers):
-# - MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's adaptive mmap threshold:
-#   every array above 128 KiB is then a fresh mapping, and a point that allocates its
-#   buffers afresh page-faults on every touch of them (119,000 minor faults and 0.32 s of
-#   system time a point where a local worker has 5,000 and 0.02 s: 2.6 times the wall time);
+# What a local cluster is started with, in place of Dask defaults that cost a simulation
+# dearly (measured on `benchmarks/run.py sweep`, 2 workers on 2 cores):
+# - MALLOC_TRIM_THRESHOLD_=65536 in the workers' environment, which also turns off glibc's
+#   adaptive mmap threshold: every array above 128 KiB is then a fresh mapping, and a point
+#   that allocates its buffers afresh page-faults on every touch of them (119,000 minor
+#   faults and 0.32 s of system time a point where a local worker has 5,000 and 0.02 s: 2.6
+#   times the wall time);
 # - the worker's statistical profiler, which walks the running task's stack every 10 ms
-#   (0.253 s a point with it, 0.239-0.246 s without, 0.22 s on a local worker).
+#   (0.253 s a point with it, 0.239-0.246 s without, 0.22 s on a local worker);
+# - the cluster's own periodic work, which on a machine whose cores all run points takes
+#   its time from them: each server's event-loop health check every 20 ms, the workers' and
+#   nannies' memory checks every 100 ms, each server's resource sampling every 500 ms (and
+#   its GIL sampling every 1 ms where `gilknocker` is installed), the scheduler's active
+#   memory manager every 2 s. With Dask's defaults the cluster's processes other than the
+#   points used 14.5 ms of CPU per 0.16 s point, against 1.2 ms for local workers; with
+#   the intervals below, 10 ms. The memory checks still run, once a second, so a worker
+#   that outgrows its share of memory is still paused, then restarted; a sweep's tasks hold
+#   no data for the memory manager to move.
 # A cluster at `--dask ADDRESS` is started by its owner, who can do the same in its Dask
-# configuration (`distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_: null`,
-# `distributed.worker.profile.enabled: false`).
-WORKER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                 "distributed.worker.profile.enabled": False}
+# configuration (these keys, and `distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_:
+# null`).
+CLUSTER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                  "distributed.worker.profile.enabled": False,
+                  "distributed.admin.tick.interval": "1s",
+                  "distributed.worker.memory.monitor-interval": "1s",
+                  "distributed.admin.system-monitor.interval": "5s",
+                  "distributed.admin.system-monitor.gil.enabled": False,
+                  "distributed.scheduler.active-memory-manager.start": False}
 
 
 class DaskExecutor:
@@ -69,11 +84,11 @@ class DaskExecutor:
             # take turns. The scheduler's web server (the dashboard, when bokeh is installed)
             # takes a free port, not 8787, which another cluster may hold. The workers' own
             # log lines stay quiet below CRITICAL: a failed point is reported as that
-            # point's error. The workers start as `WORKER_CONFIG` says.
+            # point's error. The cluster starts as `CLUSTER_CONFIG` says.
             import dask
 
             try:
-                with dask.config.set(WORKER_CONFIG):
+                with dask.config.set(CLUSTER_CONFIG):
                     self._cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1,
                                                  processes=True, dashboard_address=":0",
                                                  silence_logs=logging.CRITICAL)

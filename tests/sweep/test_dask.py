@@ -12,7 +12,7 @@ pytest.importorskip("dask.distributed")
 
 import emu.sweep
 from emu.errors import InputError
-from emu.sweep.dask_executor import DaskExecutor
+from emu.sweep.dask_executor import CLUSTER_CONFIG, DaskExecutor
 
 SPEC = {
     "scenario": {"command": "dsp", "args": ["softmax", "--shape", "16,100"],
@@ -81,6 +81,18 @@ def test_the_local_workers_run_no_statistical_profiler(executor):
 
     assert dict(executor.map_unordered(dask.config.get,
                                        ["distributed.worker.profile.enabled"])) == {0: False}
+
+
+def test_the_local_cluster_runs_its_periodic_work_seldom(executor):
+    """The cluster's own periodic checks took CPU from the points on a machine whose cores
+    all run points (emu.sweep.dask_executor): the workers get the cluster's settings, and
+    the scheduler runs no active memory manager."""
+    import dask
+
+    keys = [key for key in CLUSTER_CONFIG if "pre-spawn-environ" not in key]
+    assert dict(executor.map_unordered(dask.config.get, keys)) == {
+        index: CLUSTER_CONFIG[key] for index, key in enumerate(keys)}
+    assert executor._cluster.scheduler.extensions["amm"].running is False
 
 
 def test_close_twice_and_use_after_close():

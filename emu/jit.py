@@ -180,6 +180,20 @@ def njit(kernel: _Kernel) -> _Kernel:
     return cast(_Kernel, _plain_types(numba.njit(cache=True, nogil=True)(kernel)))
 
 
+def njit_unmanaged(kernel: _Kernel) -> _Kernel:
+    """Decorate a kernel that allocates nothing: `njit` without numba's reference counting.
+
+    A helper copied into a loop (`njit_inline`) that takes arrays makes numba count
+    references to them on every iteration, unless the helper is straight-line code: atomic
+    updates through numba's runtime that made the TLB model's loop, written as a call of
+    `emu.mem.tlb.translate`, take three times as long. Without the runtime there is nothing
+    to count; the kernel cannot make an array either (`np.zeros` does not compile), so its
+    caller passes in every array it writes, scratch included.
+    """
+    unmanaged: dict[str, Any] = {"_nrt": False}  # numba's own option, underscore and all
+    return cast(_Kernel, _plain_types(numba.njit(cache=True, nogil=True, **unmanaged)(kernel)))
+
+
 def njit_inline(helper: _Kernel) -> _Kernel:
     """Decorate a small helper that numba copies into every compiled caller.
 

@@ -40,10 +40,6 @@ if TYPE_CHECKING:
     from emu.mem.tlb import Tlbs
 
 
-def _flags(flags: np.ndarray | None, n: int) -> np.ndarray:
-    return np.zeros(n, np.bool_) if flags is None else np.ascontiguousarray(flags, np.bool_)
-
-
 CLEAN, INVALIDATE = "clean", "invalidate"
 
 
@@ -73,7 +69,9 @@ class CpuWork:
     first (a read-modify-write recorded as one access: it dirties the line as a store does
     and waits for it as a load does), `streams` the id (0-255) of the instruction stream it
     belongs to (what the prefetcher tells streams apart by). Missing flags mean loads,
-    partial stores, nothing loaded first, stream 0."""
+    partial stores, nothing loaded first, stream 0. Or all of these packed in `record`,
+    one row per access as `emu.cpu.memsys` lays them out (what a recording kernel writes:
+    no arrays to split it into); then `addrs` and the flags are None."""
 
     name: str
     ops: np.ndarray
@@ -83,6 +81,16 @@ class CpuWork:
     loaded: np.ndarray | None = None
     streams: np.ndarray | None = None
     maintenance: CacheMaintenance | None = None
+    record: np.ndarray | None = None
+
+    def accesses(self) -> np.ndarray:
+        """The memory accesses, packed (`emu.cpu.memsys`)."""
+        if self.record is not None:
+            return self.record
+        if self.addrs is None:
+            return np.zeros((0, 2), np.int64)
+        return memsys.pack(self.addrs, self.is_write, self.full_line, self.loaded,
+                           self.streams)
 
 
 class CpuCluster(CoreGroup):
@@ -147,8 +155,9 @@ class CpuCluster(CoreGroup):
             nbytes += written * self.cfg.line_bytes
             written_bytes += written * self.cfg.line_bytes
             self.count("ddr_line_writebacks", written)
-        if work.addrs is not None and len(work.addrs):
-            stalls, demand, moved, stored = self._memory(work, core)
+        record = work.accesses()
+        if len(record):
+            stalls, demand, moved, stored = self._memory(record, core)
             nbytes += moved
             written_bytes += stored
         cycles += timing.issue_cycles(work.ops, self.cfg) + stalls
@@ -166,40 +175,27 @@ class CpuCluster(CoreGroup):
                 cap_bytes_per_s=self.cfg.ddr_port_bytes_per_s,
             )
 
-    def _memory(self, work: CpuWork, core: int) -> tuple[int, int, int, int]:
-        """Run a work item's accesses through the memory system: (stall cycles, demand loads
-        from DDR, bytes moved to and from DDR, of which written)."""
-        assert work.addrs is not None
-        n = len(work.addrs)
-        addrs = np.ascontiguousarray(work.addrs, np.int64)
-        writes = _flags(work.is_write, n)
-        # The kernels find each access's line themselves: no array of lines is made.
-        lines = (addrs, self.cfg.line_bytes.bit_length() - 1)
-        streaming = np.zeros(n, np.bool_)
-        if work.full_line is not None:  # without full-line stores nothing streams
-            memsys.streaming_stores(lines, writes, _flags(work.full_line, n),
-                                    self.cfg.write_stream_lines, streaming)
-        outcomes = np.empty(n, np.uint8)
-        result = self.caches.access(core, addrs, writes, streaming, outcomes)
-        streams = (np.zeros(n, np.uint8) if work.streams is None
-                   else np.ascontiguousarray(work.streams, np.uint8))
-        stores = writes & ~_flags(work.loaded, n)
-        loads = memsys.classify(lines, stores, streams, outcomes,
-                                self.cfg.tlb.page_bytes // self.cfg.line_bytes)
-        tlb = self.tlbs.lookup(core, addrs)
+    def _memory(self, record: np.ndarray, core: int) -> tuple[int, int, int, int]:
+        """Run packed accesses (`emu.cpu.memsys`) through the memory system: (stall cycles,
+        demand loads from DDR, bytes moved to and from DDR, of which written)."""
+        cfg = self.cfg
+        counts = memsys.run(record, core, self.caches, self.tlbs, cfg)
+        c = [int(v) for v in counts]
         stalls = timing.memory_stall_cycles(
-            int(loads[memsys.L2_LOADS]), int(loads[memsys.L3_LOADS]),
-            int(loads[memsys.DDR_LOADS]), tlb.l2_hits, tlb.walks, self.cfg)
-        for name, value in (("cache_accesses", result.accesses), ("l1_hits", result.l1_hits),
-                            ("l2_hits", result.l2_hits), ("l3_hits", result.l3_hits),
-                            ("ddr_line_reads", result.ddr_reads),
-                            ("ddr_line_writebacks", result.ddr_writebacks),
-                            ("ddr_stream_writes", result.ddr_stream_writes),
-                            ("loads_prefetched", int(loads[memsys.PREFETCHED_LOADS])),
-                            ("loads_from_ddr", int(loads[memsys.DDR_LOADS])),
-                            ("store_misses", int(loads[memsys.STORE_MISSES])),
-                            ("tlb_l2_hits", tlb.l2_hits), ("tlb_walks", tlb.walks)):
+            c[memsys.L2_LOADS], c[memsys.L3_LOADS], c[memsys.DDR_LOADS], c[memsys.TLB_L2_HITS],
+            c[memsys.TLB_WALKS], cfg)
+        ddr_writes = c[memsys.DDR_WRITEBACKS] + c[memsys.STREAM_WRITES]
+        for name, value in (("cache_accesses", len(record)), ("l1_hits", c[memsys.L1_HITS]),
+                            ("l2_hits", c[memsys.L2_HITS]), ("l3_hits", c[memsys.L3_HITS]),
+                            ("ddr_line_reads", c[memsys.DDR_READS]),
+                            ("ddr_line_writebacks", c[memsys.DDR_WRITEBACKS]),
+                            ("ddr_stream_writes", c[memsys.STREAM_WRITES]),
+                            ("loads_prefetched", c[memsys.PREFETCHED_LOADS]),
+                            ("loads_from_ddr", c[memsys.DDR_LOADS]),
+                            ("store_misses", c[memsys.STORE_MISSES]),
+                            ("tlb_l2_hits", c[memsys.TLB_L2_HITS]),
+                            ("tlb_walks", c[memsys.TLB_WALKS])):
             self.count(name, value)
-        line = self.cfg.line_bytes
-        return (stalls, int(loads[memsys.DDR_LOADS]), result.ddr_bytes(line),
-                result.ddr_writes * line)
+        line = cfg.line_bytes
+        return (stalls, c[memsys.DDR_LOADS], (c[memsys.DDR_READS] + ddr_writes) * line,
+                ddr_writes * line)

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from emu.jit import njit, njit_inline
+from emu.jit import njit_inline, njit_unmanaged
 from emu.soc.config import CacheLevelConfig, CpuConfig, L1Config
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -178,18 +178,24 @@ class CacheHierarchy:
         )
         self.l2 = CacheArrays.empty(cpu.cores, _sets_of(cpu.l2, cpu.line_bytes, "l2"), cpu.l2.ways)
         self.l3 = CacheArrays.empty(1, _sets_of(cpu.l3, cpu.line_bytes, "l3"), cpu.l3.ways)
-        self._clock = 0
+        # The LRU stamp counter (`CacheArrays`); a kernel that runs accesses through
+        # `access_line` itself (`emu.cpu.memsys`) takes it and gives it back advanced.
+        self.clock = 0
 
     @property
     def levels(self) -> tuple[CacheArrays, CacheArrays, CacheArrays]:
         """The state of L1D, L2 and L3, innermost first."""
         return self.l1d, self.l2, self.l3
 
+    def kernel_levels(self) -> tuple[_Level, _Level, _Level]:
+        """The arrays of L1D, L2 and L3 as `access_line` takes them."""
+        return self.l1d.as_tuple(), self.l2.as_tuple(), self.l3.as_tuple()
+
     def reset(self) -> None:
         """Empty every cache (nothing is written back)."""
         for level in self.levels:
             level.clear()
-        self._clock = 0
+        self.clock = 0
 
     def access(
         self,
@@ -220,14 +226,16 @@ class CacheHierarchy:
             outcomes = np.empty(n, np.uint8)
         elif outcomes.dtype != np.uint8 or outcomes.shape != (n,):
             raise ValueError(f"outcomes: expected a uint8 array of {n} entries")
-        counts, self._clock = _access_kernel(
+        counts = np.zeros(6, np.int64)
+        self.clock = _access_kernel(
             (byte_addrs, self._line_shift),
             writes,
             streaming,
             int(core),
-            (self.l1d.as_tuple(), self.l2.as_tuple(), self.l3.as_tuple()),
-            self._clock,
+            self.kernel_levels(),
+            self.clock,
             outcomes,
+            counts,
         )
         return CacheStats(
             accesses=int(n),
@@ -413,7 +421,67 @@ def _drop(level: _Level, cache: int, s: int, line: int) -> None:
         level[2][cache, s, way] = 0
 
 
-@njit
+@njit_inline
+def access_line(levels: tuple[_Level, _Level, _Level], core: int, line: int, write: bool,
+                no_allocate: bool, clock: int) -> tuple[int, int, int]:
+    """One access by `core` to `line` through `levels` (L1D, L2, L3), by the rules of the
+    module docstring: (its outcome, the DDR write-backs it caused, the advanced LRU clock).
+    Inlined into every loop that runs accesses, so a caller can do other per-access work
+    in the same pass (`emu.cpu.memsys`)."""
+    l1d, l2, l3 = levels
+    l1_tags, l1_stamps, l1_dirt = l1d
+    l2_tags, l2_stamps = l2[0], l2[1]
+    l3_tags, l3_stamps = l3[0], l3[1]
+    dirty = 1 if write else 0
+    clock += 1
+    s1 = line & (l1_tags.shape[1] - 1)
+    way, victim1 = _look(l1d, core, s1, line)
+    if way >= 0:
+        l1_stamps[core, s1, way] = clock
+        if dirty:
+            l1_dirt[core, s1, way] = 1
+        return 1, 0, clock
+    s2 = line & (l2_tags.shape[1] - 1)
+    if no_allocate:
+        _drop(l2, core, s2, line)
+        _drop(l3, 0, line & (l3_tags.shape[1] - 1), line)
+        return 5, 0, clock
+    written = 0
+    way, victim2 = _look(l2, core, s2, line)
+    if way >= 0:
+        outcome = 2
+        l2_stamps[core, s2, way] = clock
+    else:
+        s3 = line & (l3_tags.shape[1] - 1)
+        way = _find(l3_tags, 0, s3, line)
+        if way >= 0:
+            outcome = 3
+            l3_stamps[0, s3, way] = clock
+        else:
+            outcome = 4
+            if _insert(l3, 0, s3, line, 0, clock) >= 0:
+                written += 1
+        # Every fill and write-back takes a fresh stamp, so that two lines placed in one
+        # set during the same access keep the order in which they arrived.
+        clock += 1
+        evicted = _put(l2, core, s2, victim2, line, 0, clock)
+        if evicted >= 0:
+            clock += 1
+            if _write_back(l3, 0, evicted, clock) >= 0:
+                written += 1
+    clock += 1
+    evicted = _put(l1d, core, s1, victim1, line, dirty, clock)
+    if evicted >= 0:
+        clock += 1
+        evicted = _write_back(l2, core, evicted, clock)
+        if evicted >= 0:
+            clock += 1
+            if _write_back(l3, 0, evicted, clock) >= 0:
+                written += 1
+    return outcome, written, clock
+
+
+@njit_unmanaged
 def _access_kernel(
     addrs: tuple[npt.NDArray[np.int64], int],
     is_write: npt.NDArray[np.bool_],
@@ -422,76 +490,35 @@ def _access_kernel(
     levels: tuple[_Level, _Level, _Level],
     clock: int,
     outcomes: npt.NDArray[np.uint8],
-) -> tuple[npt.NDArray[np.int64], int]:
+    counts: npt.NDArray[np.int64],
+) -> int:
     """Run the lines of `addrs` = (byte addresses, log2 of the line's bytes) for `core`
-    through `levels` (L1D, L2, L3); return the counts and the advanced LRU clock, and write
-    each access's outcome into `outcomes`.
+    through `levels` (L1D, L2, L3); write each access's outcome into `outcomes` and the
+    counts into `counts` (zeros before); return the advanced LRU clock.
 
     counts = [L1D hits, L2 hits, L3 hits, DDR reads, DDR write-backs, streaming writes].
     """
-    l1d, l2, l3 = levels
     l1_hits = l2_hits = l3_hits = ddr_reads = ddr_writebacks = stream_writes = 0
-    l1_tags, l1_stamps, l1_dirt = l1d
-    l2_tags, l2_stamps = l2[0], l2[1]
-    l3_tags, l3_stamps = l3[0], l3[1]
-    l1_mask = l1_tags.shape[1] - 1
-    l2_mask = l2_tags.shape[1] - 1
-    l3_mask = l3_tags.shape[1] - 1
     byte_addrs, line_shift = addrs
     for i in range(byte_addrs.size):
-        line = byte_addrs[i] >> line_shift
-        dirty = 1 if is_write[i] else 0
-        clock += 1
-        s1 = line & l1_mask
-        way, victim1 = _look(l1d, core, s1, line)
-        if way >= 0:
+        outcome, written, clock = access_line(levels, core, byte_addrs[i] >> line_shift,
+                                              is_write[i], no_allocate[i], clock)
+        outcomes[i] = outcome
+        ddr_writebacks += written
+        if outcome == 1:
             l1_hits += 1
-            outcomes[i] = 1
-            l1_stamps[core, s1, way] = clock
-            if dirty:
-                l1_dirt[core, s1, way] = 1
-            continue
-        s2 = line & l2_mask
-        if no_allocate[i]:
-            stream_writes += 1
-            outcomes[i] = 5
-            _drop(l2, core, s2, line)
-            _drop(l3, 0, line & l3_mask, line)
-            continue
-        way, victim2 = _look(l2, core, s2, line)
-        if way >= 0:
+        elif outcome == 2:
             l2_hits += 1
-            outcomes[i] = 2
-            l2_stamps[core, s2, way] = clock
+        elif outcome == 3:
+            l3_hits += 1
+        elif outcome == 4:
+            ddr_reads += 1
         else:
-            s3 = line & l3_mask
-            way = _find(l3_tags, 0, s3, line)
-            if way >= 0:
-                l3_hits += 1
-                outcomes[i] = 3
-                l3_stamps[0, s3, way] = clock
-            else:
-                ddr_reads += 1
-                outcomes[i] = 4
-                if _insert(l3, 0, s3, line, 0, clock) >= 0:
-                    ddr_writebacks += 1
-            # Every fill and write-back takes a fresh stamp, so that two lines placed in one
-            # set during the same access keep the order in which they arrived.
-            clock += 1
-            evicted = _put(l2, core, s2, victim2, line, 0, clock)
-            if evicted >= 0:
-                clock += 1
-                if _write_back(l3, 0, evicted, clock) >= 0:
-                    ddr_writebacks += 1
-        clock += 1
-        evicted = _put(l1d, core, s1, victim1, line, dirty, clock)
-        if evicted >= 0:
-            clock += 1
-            evicted = _write_back(l2, core, evicted, clock)
-            if evicted >= 0:
-                clock += 1
-                if _write_back(l3, 0, evicted, clock) >= 0:
-                    ddr_writebacks += 1
-    counts = np.array([l1_hits, l2_hits, l3_hits, ddr_reads, ddr_writebacks, stream_writes],
-                      dtype=np.int64)
-    return counts, clock
+            stream_writes += 1
+    counts[0] = l1_hits
+    counts[1] = l2_hits
+    counts[2] = l3_hits
+    counts[3] = ddr_reads
+    counts[4] = ddr_writebacks
+    counts[5] = stream_writes
+    return clock

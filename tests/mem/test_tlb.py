@@ -100,3 +100,19 @@ def test_bad_geometry_and_core_are_refused():
         _cpu(2, 8, 3)
     with pytest.raises(ValueError, match="core"):
         Tlbs(_cpu(2, 4, 2)).lookup(5, np.zeros(1, np.int64))
+
+
+def test_pages_that_share_a_slot_of_the_l1_index_match_reference():
+    """Pages a multiple of the index's size apart all fall in one slot of it (the model's
+    shortcut then has to search), mixed with pages that have slots of their own."""
+    from emu.mem.tlb import INDEX_SLOTS_PER_ENTRY
+
+    slots = INDEX_SLOTS_PER_ENTRY * 16
+    model = Tlbs(_cpu(16, 64, 4))
+    ref = ReferenceTlbs(2, 16, 64, 4, 4096)
+    rng = np.random.default_rng(7)
+    pages = np.concatenate([np.arange(40) * slots, np.arange(40) * slots + 3,
+                            rng.integers(0, 50, 40)])
+    for _ in range(4):
+        addrs = rng.permutation(np.repeat(pages, 2)) * 4096 + rng.integers(0, 4096, 240)
+        assert model.lookup(0, addrs) == ref.lookup(0, addrs.tolist())

@@ -203,27 +203,3 @@ def test_the_access_record_keeps_a_load_then_store_of_a_line_as_a_read_modify_wr
     assert got == want and merged == n - k and overflow == 0
 
 
-def _split_by_hand(record, n):
-    """Each field of the first `n` entries, read one entry at a time."""
-    from emu.workloads.pointcloud import cpu_kernels as ck
-
-    rows = [(int(a), int(f)) for a, f in record[:n]]
-    return ([a for a, _ in rows], [bool(f & ck.WRITE) for _, f in rows],
-            [bool(f & ck.FULL_LINE) for _, f in rows], [bool(f & ck.LOADED) for _, f in rows],
-            [(f >> 8) % 256 for _, f in rows])
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_splitting_the_access_record_gives_each_field_of_each_entry(seed):
-    from emu.workloads.pointcloud import cpu_kernels as ck
-
-    rng = np.random.default_rng(seed)
-    size = int(rng.integers(1, 3000))
-    record = np.empty((size, 2), np.int64)
-    record[:, 0] = rng.integers(0, 2**40, size) * 64
-    record[:, 1] = rng.integers(0, 8, size) | (rng.integers(0, 256, size) << 8)
-    record[0, 1] = 7 | (255 << 8)  # every flag and the largest stream id
-    for n in (0, 1, size // 2, size):
-        got = ck.split_record(record, n)
-        assert [a.dtype for a in got] == [np.int64, np.bool_, np.bool_, np.bool_, np.uint8]
-        assert tuple(a.tolist() for a in got) == _split_by_hand(record, n)

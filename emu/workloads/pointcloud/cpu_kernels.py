@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from emu.cpu import ops as op
+from emu.cpu.memsys import FULL_LINE, LOADED, STREAM_SHIFT, WRITE
 from emu.jit import njit, njit_inline
 from emu.vdsp.ops.pointcloud_kernels import (
     BACK,
@@ -59,10 +60,10 @@ from emu.vdsp.ops.pointcloud_kernels import (
 MERGED, ENTRIES, OVERFLOW = op.N_CLASSES, op.N_CLASSES + 1, op.N_CLASSES + 2
 N_STATS = op.N_CLASSES + 3
 
-# An entry of the access record: [line address, flags]; flags = WRITE | FULL_LINE | LOADED |
-# id << 8. LOADED: the entry began with a load, so a store merged into it makes a
-# read-modify-write of the line, which stalls for the line as the load does.
-WRITE, FULL_LINE, LOADED = 1, 2, 4
+# An entry of the access record: [line address, flags], packed as `emu.cpu.memsys` reads
+# them (flags = WRITE | FULL_LINE | LOADED | id << STREAM_SHIFT). LOADED: the entry began
+# with a load, so a store merged into it makes a read-modify-write of the line, which
+# stalls for the line as the load does.
 
 
 class Grid(NamedTuple):
@@ -181,7 +182,7 @@ def _touch(record, last, rec, stream, byte_addr, write, line_shift):
     if entries >= record.shape[0]:
         return entries, merged, overflow + 1
     record[entries, 0] = line << line_shift
-    record[entries, 1] = (stream << 8) | (WRITE if write else LOADED)
+    record[entries, 1] = (stream << STREAM_SHIFT) | (WRITE if write else LOADED)
     last[stream, 0] = line
     last[stream, 1] = entries
     return entries + 1, merged, overflow
@@ -455,41 +456,9 @@ def _store_run(record, rec, stream, start, nbytes, line_shift):
             return entries, merged, overflow + 1
         full = line_start >= start and line_start + size <= end
         record[entries, 0] = line_start
-        record[entries, 1] = (stream << 8) | WRITE | (FULL_LINE if full else 0)
+        record[entries, 1] = (stream << STREAM_SHIFT) | WRITE | (FULL_LINE if full else 0)
         entries += 1
     return entries, merged, overflow
-
-
-class Accesses(NamedTuple):
-    """A recorded step's accesses as `CpuWork` takes them, one array per field."""
-
-    addrs: npt.NDArray[np.int64]
-    is_write: npt.NDArray[np.bool_]
-    full_line: npt.NDArray[np.bool_]
-    loaded: npt.NDArray[np.bool_]
-    streams: npt.NDArray[np.uint8]
-
-
-def split_record(record: npt.NDArray[np.int64], n: int) -> Accesses:
-    """The first `n` entries of an access record as separate arrays: the line addresses,
-    the WRITE, FULL_LINE and LOADED flags and the stream id (one pass over the record,
-    where the NumPy expressions of each field made ten over a million-entry record)."""
-    out = Accesses(np.empty(n, np.int64), np.empty(n, np.bool_), np.empty(n, np.bool_),
-                   np.empty(n, np.bool_), np.empty(n, np.uint8))
-    _split_record(record, out)
-    return out
-
-
-@njit
-def _split_record(record, out):
-    addrs, is_write, full_line, loaded, streams = out
-    for i in range(addrs.size):
-        flags = record[i, 1]
-        addrs[i] = record[i, 0]
-        is_write[i] = (flags & WRITE) != 0
-        full_line[i] = (flags & FULL_LINE) != 0
-        loaded[i] = (flags & LOADED) != 0
-        streams[i] = (flags >> 8) & 0xFF
 
 
 @njit

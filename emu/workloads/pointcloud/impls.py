@@ -69,9 +69,9 @@ class _Stream:
                                f"step ({int(self.stats[ck.OVERFLOW])} accesses not recorded)")
         counts = self.stats[:N_CLASSES].copy()
         counts += CALL  # the step's function call itself
-        found = ck.split_record(self.record, int(self.stats[ck.ENTRIES]))
-        return CpuWork(name, ops=counts, addrs=found.addrs, is_write=found.is_write,
-                       full_line=found.full_line, loaded=found.loaded, streams=found.streams)
+        # The record as it is: the cluster reads it before this buffer is used again (a
+        # step's work runs to its end before the host goes on).
+        return CpuWork(name, ops=counts, record=self.record[: int(self.stats[ck.ENTRIES])])
 
 
 class Preprocessor:

@@ -8,6 +8,7 @@ import pytest
 
 from emu import jit
 from emu.nn import modelcache
+from emu.sweep import local
 
 _MODEL_CACHE = pytest.StashKey[str]()
 
@@ -42,12 +43,29 @@ def pytest_configure(config):
     tests it."""
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller set it up
         return
+    _share_blas_threads(config)
     if _whole_suite_in_parallel(config):
         _warm_kernels()
     os.environ[jit.ASIDE_ENV] = "0"
     folder = tempfile.mkdtemp(prefix="emu-test-models-")
     config.stash[_MODEL_CACHE] = folder
     os.environ[modelcache.ENV] = folder
+
+
+def _share_blas_threads(config) -> None:
+    """On pytest-xdist workers, size NumPy's BLAS thread pools to each worker's share of
+    the cores, as emu's sweep workers do (emu/sweep/local.py; a variable the user set is
+    kept). A pool of one thread a core in every worker put two threads on each core, which
+    spin waiting for each other: the BPU compiles' small matrix products took 2.5 times
+    their time on one thread (tests/nn/test_compiler.py's zoo compiles on two processes:
+    134 core-seconds, 53 on one thread each). A compile's float32 sums can differ in their
+    last bits with the number of threads, as a sweep worker's do from a one-process run's;
+    the golden files hold with either, and the other checks of compiled models are
+    tolerances and relations."""
+    workers = getattr(config.option, "numprocesses", None)
+    if workers:
+        for name in local.THREAD_VARIABLES:
+            os.environ.setdefault(name, str(local.threads_per_worker(workers)))
 
 
 def _whole_suite_in_parallel(config) -> bool:

@@ -503,14 +503,14 @@ def compile_model(source: onnx.ModelProto | str | Path, name: str, options: Comp
     say = progress or (lambda step: None)
     say(f"{name}: import")
     model = source if isinstance(source, onnx.ModelProto) else importer.read_model(source, where)
-    key = _cache_key(model, where, options)
-    compiled = _cached(key, name) if key is not None else None
+    key = _cache_key(model, options)
+    compiled = _cached(key, name, where) if key is not None else None
     if compiled is not None:
         say(f"{name}: compiled before (model cache)")
     else:
         compiled = _compile(model, name, where, options, say)
         if key is not None:
-            _keep(key, compiled)
+            _keep(key, compiled, where)
     return cut(compiled, options.max_time_per_fc_us, soc)
 
 
@@ -594,11 +594,14 @@ def _frame_graph(exported: onnx.ModelProto, graph: Graph, segments: list[Segment
     return single
 
 
-def _cache_key(model: onnx.ModelProto, where: str, options: CompileOptions) -> str | None:
-    """The model cache's key for compiling `model` (read from `where`) with `options`:
-    everything steps 1 to 5 read (modelcache.py). None, so the model compiles uncached,
-    when that is not all in hand: weights left in external files (refused by the import),
-    or a calibration folder that cannot be read (the compile then says why)."""
+def _cache_key(model: onnx.ModelProto, options: CompileOptions) -> str | None:
+    """The model cache's key for compiling `model` with `options`: everything steps 1 to 5
+    read (modelcache.py). Not where the model was read from: that names the model in
+    messages and at the start of its notes only, and `_keep` and `_cached` move notes from
+    one place to another, so the same bytes compiled from another folder find the entry.
+    None, so the model compiles uncached, when that is not all in hand: weights left in
+    external files (refused by the import), or a calibration folder that cannot be read
+    (the compile then says why)."""
     if importer.external_initializers(model):
         return None
     calibration = b""
@@ -610,22 +613,29 @@ def _cache_key(model: onnx.ModelProto, where: str, options: CompileOptions) -> s
     uncut = replace(options, max_time_per_fc_us=0.0)
     data = model.SerializeToString(deterministic=True)
     return modelcache.key(f"model file format {modelfile.FORMAT_VERSION}".encode(), data,
-                          where.encode(), repr(uncut).encode(), calibration)
+                          repr(uncut).encode(), calibration)
 
 
-def _keep(key: str, model: CompiledModel) -> None:
-    """Store `model` in the model cache under `key`, unless a file cannot hold it (an
-    array of a dtype the format lacks: then `save` refuses it too, in one line)."""
+def _keep(key: str, model: CompiledModel, where: str) -> None:
+    """Store `model`, read from `where`, in the model cache under `key`, its notes without
+    the `where: ` each begins with (`_cached` puts the reader's back); nothing when a note
+    does not begin so, or a file cannot hold the model (an array of a dtype the format
+    lacks: then `save` refuses it too, in one line)."""
     from emu import __version__
+    prefix = f"{where}: "
+    if not all(note.startswith(prefix) for note in model.notes):
+        return
+    unplaced = replace(model, notes=[note.removeprefix(prefix) for note in model.notes])
     try:
-        data = modelfile.dumps([model.to_packed(elide=False)], __version__)
+        data = modelfile.dumps([unplaced.to_packed(elide=False)], __version__)
     except modelfile.ModelFileError:
         return
     modelcache.store(key, data)
 
 
-def _cached(key: str, name: str) -> CompiledModel | None:
-    """The model `modelcache` holds under `key`, named `name`, or None (see modelcache)."""
+def _cached(key: str, name: str, where: str) -> CompiledModel | None:
+    """The model `modelcache` holds under `key`, named `name`, its notes naming `where`
+    (see `_keep`), or None (see modelcache)."""
     data = modelcache.load(key)
     if data is None:
         return None
@@ -633,9 +643,10 @@ def _cached(key: str, name: str) -> CompiledModel | None:
         packed = modelfile.loads(data, "model cache entry")
         if len(packed) != 1:
             return None
-        return replace(CompiledModel.from_packed(packed[0], "model cache entry"), name=name)
+        found = CompiledModel.from_packed(packed[0], "model cache entry")
     except InputError:  # damaged or of another format: compiled again and replaced
         return None
+    return replace(found, name=name, notes=[f"{where}: {note}" for note in found.notes])
 
 
 def cut(model: CompiledModel, max_time_per_fc_us: float, soc: SocConfig) -> CompiledModel:

@@ -3,11 +3,12 @@
 `compile_model` spends nearly all its time importing, calibrating, quantising and checking
 accuracy (`emu scenario perception` spent 29 of its 33 s compiling its two models, on every
 run). Those steps read the ONNX model, the compile options and the calibration inputs, and
-nothing else; the compiler digests exactly those (`key`: the model's bytes, where it came
-from, the options, every file of `--calib-dir`) with a digest of emu's own source (every
-`.py` file of the package: a change to the importer, the quantiser or anything they call
-compiles afresh). The hardware is not in the key: those steps never read it; the
-function-call cut that does runs after every lookup, on the session's hardware.
+nothing else; the compiler digests exactly those (`key`: the model's bytes, the options,
+every file of `--calib-dir`; not where the model was read from, which only names it in
+messages and notes) with a digest of emu's own source (every `.py` file of the package: a
+change to the importer, the quantiser or anything they call compiles afresh). The hardware
+is not in the key: those steps never read it; the function-call cut that does runs after
+every lookup, on the session's hardware.
 
 An entry is the compiled model's file (`modelfile.py`, checksummed) with every float weight
 kept, so a model read back is the model that was compiled, bit for bit. An entry that cannot

@@ -39,7 +39,9 @@ and the interleaves `out` may be one of the inputs (`add_i32(ctx, a, b, out=a)`)
 that move lanes between halves (packs, unpacks, widening multiplies) need an `out` of their
 own. The shuffles and selects (`shfl_u8`, `sel_u8`) and the permutes (`interleave_lo_*`,
 `deinterleave_*`) copy their inputs first, so `out` may be any input; `out` may be `acc`
-for the multiply-accumulates.
+for the multiply-accumulates. Called from Python without `out`, an op makes the new array
+in Python and runs its compiled form with a destination (`emu.jit.njit_op`'s `new_out`),
+so tests and notebooks compile one version per argument types, not two.
 
 Memory faults. A load, store, gather or scatter that would leave the TCM, break its
 alignment rule or leave the 64 KiB gather/scatter window records a fault (only the first
@@ -540,13 +542,30 @@ def _lane_fn(helper: _Kernel) -> _Kernel:
     return compiled
 
 
-def _make(op: Callable[..., Any], name: str, doc: str, ieee: bool = False) -> Any:
+def _make(op: Callable[..., Any], name: str, doc: str, ieee: bool = False,
+          new_out: Callable[..., Any] | None = None) -> Any:
     """Name, document and compile the inner function of a factory as the public op `name`
-    (the name also keys its disk cache, one index per op)."""
+    (the name also keys its disk cache, one index per op); `new_out` as for `njit_op`."""
     op.__name__ = name
     op.__qualname__ = name
     op.__doc__ = doc
-    return njit_op(op, ieee=ieee)
+    return njit_op(op, ieee=ieee, new_out=new_out)
+
+
+def _new(lanes: int, dtype: type[Any]) -> Callable[..., Any]:
+    """`new_out` (`njit_op`) of an op whose omitted `out` is `np.empty(lanes, dtype)`."""
+    return lambda *_args: np.empty(lanes, dtype)
+
+
+def _like(index: int) -> Callable[..., Any]:
+    """`new_out` (`njit_op`) of an op whose omitted `out` is `np.empty_like` of its
+    argument `index` (0 is the context)."""
+    return lambda *args: np.empty_like(args[index])
+
+
+def _op_making(new_out: Callable[..., Any]) -> Callable[[_Kernel], _Kernel]:
+    """`njit_op` with `new_out`, for a hand-written op with a destination."""
+    return lambda kernel: njit_op(kernel, new_out=new_out)
 
 
 def _lanes(dtype: type[np.generic]) -> int:
@@ -582,7 +601,7 @@ def _splat(name: str, dtype: type[Any], lane: Callable[..., Any], doc: str) -> A
             out[i] = value
         return out
 
-    return _make(op, name, doc)
+    return _make(op, name, doc, new_out=_new(lanes, dtype))
 
 
 def _splat_int(name: str, dtype: type[_L], doc: str) -> _SplatOp[_Int, _Vec[_L]]:
@@ -604,7 +623,7 @@ def _load_op(name: str, dtype: type[_L], alignment: int, op_id: int, doc: str
             out = np.empty(lanes, dtype)
         return _load(ctx, address, alignment, op_id, out)
 
-    return cast(_LoadOp[_Vec[_L]], _make(op, name, doc))
+    return cast(_LoadOp[_Vec[_L]], _make(op, name, doc, new_out=_new(lanes, dtype)))
 
 
 def _store_op(name: str, alignment: int, op_id: int, doc: str) -> _StoreOp:
@@ -626,7 +645,8 @@ def _gather_op(name: str, elements: Callable[..., Any], dtype: type[_L], offsets
             out = np.empty(lanes, dtype)
         return _gather(ctx, elements(ctx), base, offsets, out, op_id)
 
-    return cast(_GatherOp[_Vec[_L2], _Vec[_L]], _make(op, name, doc))
+    return cast(_GatherOp[_Vec[_L2], _Vec[_L]],
+                _make(op, name, doc, new_out=_new(lanes, dtype)))
 
 
 def _scatter_op(name: str, elements: Callable[..., Any], dtype: type[_L], offsets: type[_L2],
@@ -659,7 +679,7 @@ def _lanewise2(name: str, dtype: type[Any], out_dtype: type[Any], counter: int,
             lane(out, i, a[i], b[i], low, high)
         return out
 
-    return _make(op, name, doc, ieee)
+    return _make(op, name, doc, ieee, new_out=_new(lanes, out_dtype))
 
 
 def _binary(name: str, dtype: type[_L], counter: int, lane: Callable[..., Any], doc: str,
@@ -691,7 +711,8 @@ def _unary(name: str, dtype: type[_L], out_dtype: type[_L2], counter: int, ticks
             lane(out, i, a[i])
         return out
 
-    return cast(_UnaryOp[_Vec[_L], _Vec[_L2]], _make(op, name, doc, ieee))
+    return cast(_UnaryOp[_Vec[_L], _Vec[_L2]],
+                _make(op, name, doc, ieee, new_out=_new(lanes, out_dtype)))
 
 
 def _mask_logic(name: str, lane: Callable[..., Any], doc: str) -> _MaskOp:
@@ -707,7 +728,7 @@ def _mask_logic(name: str, lane: Callable[..., Any], doc: str) -> _MaskOp:
             lane(out, i, m[i], n[i])
         return out
 
-    return cast(_MaskOp, _make(op, name, doc))
+    return cast(_MaskOp, _make(op, name, doc, new_out=_like(1)))
 
 
 def _widening(name: str, dtype: type[_L], b_dtype: type[_L2], out_dtype: type[_L3],
@@ -729,7 +750,8 @@ def _widening(name: str, dtype: type[_L], b_dtype: type[_L2], out_dtype: type[_L
             out[i] = _product(a[a_first + i], b[b_first + i])
         return out
 
-    return cast(_WideningOp[_Vec[_L], _Vec[_L2], _Vec[_L3]], _make(op, name, doc))
+    return cast(_WideningOp[_Vec[_L], _Vec[_L2], _Vec[_L3]],
+                _make(op, name, doc, new_out=_new(lanes, out_dtype)))
 
 
 def _accumulating(name: str, dtype: type[_L], b_dtype: type[_L2], acc_dtype: type[_L3],
@@ -754,7 +776,8 @@ def _accumulating(name: str, dtype: type[_L], b_dtype: type[_L2], acc_dtype: typ
             out[i] = combine(acc[i], a[a_first + i], b[b_first + i])
         return out
 
-    return cast(_AccumulateOp[_Vec[_L], _Vec[_L2], _Vec[_L3]], _make(op, name, doc))
+    return cast(_AccumulateOp[_Vec[_L], _Vec[_L2], _Vec[_L3]],
+                _make(op, name, doc, new_out=_new(lanes, acc_dtype)))
 
 
 def _shift(name: str, dtype: type[_L], lane: Callable[..., Any], doc: str
@@ -776,7 +799,7 @@ def _shift(name: str, dtype: type[_L], lane: Callable[..., Any], doc: str
             out[i] = lane(a[i], count, bits)
         return out
 
-    return cast(_ShiftOp[_Vec[_L]], _make(op, name, doc))
+    return cast(_ShiftOp[_Vec[_L]], _make(op, name, doc, new_out=_new(lanes, dtype)))
 
 
 def _pack(name: str, dtype: type[_L], out_dtype: type[_L2], doc: str
@@ -794,7 +817,8 @@ def _pack(name: str, dtype: type[_L], out_dtype: type[_L2], doc: str
         _check_size(a, lanes)
         return _pack_saturating(a, b, 0, bits, low, high, out)
 
-    return cast(_BinaryOp[_Vec[_L], _Vec[_L2]], _make(op, name, doc))
+    return cast(_BinaryOp[_Vec[_L], _Vec[_L2]],
+                _make(op, name, doc, new_out=_new(2 * lanes, out_dtype)))
 
 
 def _pack_rounding(name: str, dtype: type[_L], out_dtype: type[_L2], doc: str
@@ -814,7 +838,8 @@ def _pack_rounding(name: str, dtype: type[_L], out_dtype: type[_L2], doc: str
         _check_size(a, lanes)
         return _pack_saturating(a, b, count, bits, low, high, out)
 
-    return cast(_PackShiftOp[_Vec[_L], _Vec[_L2]], _make(op, name, doc))
+    return cast(_PackShiftOp[_Vec[_L], _Vec[_L2]],
+                _make(op, name, doc, new_out=_new(2 * lanes, out_dtype)))
 
 
 def _unpack_op(name: str, source: type[np.generic], first: int, out_dtype: type[_L], doc: str
@@ -829,7 +854,7 @@ def _unpack_op(name: str, source: type[np.generic], first: int, out_dtype: type[
         _check_size(out, lanes)
         return _unpack(vec.view(source), first, out)
 
-    return cast(_UnpackOp[_Vec[_L]], _make(op, name, doc))
+    return cast(_UnpackOp[_Vec[_L]], _make(op, name, doc, new_out=_new(lanes, out_dtype)))
 
 
 def _reduce(name: str, dtype: type[_L], acc_dtype: type[_L2], lane: Callable[..., Any],
@@ -878,7 +903,7 @@ def _byte_order(name: str, view: type[np.generic], doc: str) -> _ByteOrderOp:
             out_elements[k + 1] = odd
         return out
 
-    return cast(_ByteOrderOp, _make(op, name, doc))
+    return cast(_ByteOrderOp, _make(op, name, doc, new_out=_like(1)))
 
 
 def _permute2(name: str, dtype: type[_L], source: Callable[..., Any], doc: str
@@ -903,7 +928,7 @@ def _permute2(name: str, dtype: type[_L], source: Callable[..., Any], doc: str
             out[i] = both[source(i, lanes)]
         return out
 
-    return cast(_BinaryOp[_Vec[_L], _Vec[_L]], _make(op, name, doc))
+    return cast(_BinaryOp[_Vec[_L], _Vec[_L]], _make(op, name, doc, new_out=_new(lanes, dtype)))
 
 
 # --- per-lane expressions ------------------------------------------------------------------
@@ -1598,7 +1623,7 @@ gather_a_u8 = _gather_op(
     "like IVP_GATHERANX8U (uint16 offsets). C_GATHER_A.")
 
 
-@njit_op
+@_op_making(_like(1))
 def gather_d(
     ctx: Context, gather_register: _Vec[_Lane], out: _Vec[_Lane] | None = None
 ) -> _Vec[_Lane]:
@@ -1613,7 +1638,7 @@ def gather_d(
     return out
 
 
-@njit_op
+@_op_making(_new(LANES_8, np.int8))
 def gather_d_lo_i8(ctx: Context, gather_register: _Vec[Any], out: I8 | None = None) -> I8:
     """The 32 gathered bytes of an 8-bit gather in bytes 0..31 of an int8[64], bytes 32..63
     zero, like IVP_GATHERD2NX8_L. C_GATHER_D."""
@@ -1628,7 +1653,7 @@ def gather_d_lo_i8(ctx: Context, gather_register: _Vec[Any], out: I8 | None = No
     return out
 
 
-@njit_op
+@_op_making(_new(LANES_8, np.int8))
 def gather_d_hi_i8(
     ctx: Context, vec: I8, gather_register: _Vec[Any], out: I8 | None = None
 ) -> I8:
@@ -1883,7 +1908,7 @@ and_b = _mask_logic("and_b", _both, "m and n, like IVP_ANDBN_2. C_ALU.")
 or_b = _mask_logic("or_b", _either, "m or n, like IVP_ORBN_2. C_ALU.")
 
 
-@njit_op
+@_op_making(_like(1))
 def not_b(ctx: Context, m: Mask, out: Mask | None = None) -> Mask:
     """not m, like IVP_NOTBN_2. C_ALU."""
     _tick(ctx, C_ALU, 1)
@@ -1898,7 +1923,7 @@ def not_b(ctx: Context, m: Mask, out: Mask | None = None) -> Mask:
 # --- selects, shuffles and interleaves -----------------------------------------------------
 
 
-@njit_op
+@_op_making(_like(2))
 def mov_t(
     ctx: Context, a: _Vec[_Lane], b: _Vec[_Lane], mask: Mask, out: _Vec[_Lane] | None = None
 ) -> _Vec[_Lane]:
@@ -1915,7 +1940,7 @@ def mov_t(
     return out
 
 
-@njit_op
+@_op_making(_new(LANES_8, np.uint8))
 def shfl_u8(ctx: Context, table: U8, idx: U8, out: U8 | None = None) -> U8:
     """Table lookup out[i] = table[idx[i] & 63], like IVP_SHFL2NX8. `out` may be `table` or
     `idx`. C_ALU."""
@@ -1932,7 +1957,7 @@ def shfl_u8(ctx: Context, table: U8, idx: U8, out: U8 | None = None) -> U8:
     return out
 
 
-@njit_op
+@_op_making(_new(LANES_8, np.uint8))
 def sel_u8(ctx: Context, a: U8, b: U8, idx: U8, out: U8 | None = None) -> U8:
     """Two-register select out[i] = (a ++ b)[idx[i] & 127], like IVP_SEL2NX8. `out` may be
     any of the inputs. C_ALU."""

@@ -25,7 +25,8 @@ SMALL = {
     "dsp": ["softmax", "--shape", "8,64"],
     "dsp cv": ["threshold"],
     "scenario cameras": ["--cameras", "1", "--frames", "2"],
-    "scenario perception": ["--cameras", "0", "--seconds", "0.05", "--points", "2000"],
+    "scenario perception": ["--cameras", "0", "--seconds", "0.05", "--points", "2000",
+                            "--input-size", "32"],  # no camera runs: its model kept small
     "dv run": ["mobilenetv1", "--input-size", "32,32"],
     "perf": ["MODEL", "--frame-count", "2"],
     "infer": ["MODEL", "--input", "INPUT"],

@@ -77,6 +77,24 @@ def test_an_opset_conversion_note_comes_back_with_the_model(cache):
     assert again.notes == first.notes and "converted from opset 9" in first.notes[0]
 
 
+def test_the_same_bytes_from_another_folder_read_the_entry_with_their_own_path(
+        cache, monkeypatch, tmp_path):
+    model = zoo.build("mobilenetv2", (32, 32))
+    model.opset_import[0].version = 9
+    paths = [tmp_path / folder / "mnv2.onnx" for folder in ("a", "b")]
+    for path in paths:
+        path.parent.mkdir()
+        path.write_bytes(model.SerializeToString())
+    first, _ = _compile(paths[0])
+    second, steps = _compile(paths[1])
+    assert steps[-1].endswith("(model cache)") and len(_entries(cache)) == 1
+    assert second.notes[0].startswith(f"{paths[1]}: converted from opset 9")
+    assert first.notes[0].startswith(f"{paths[0]}: converted from opset 9")
+    monkeypatch.setenv(modelcache.ENV, modelcache.OFF)
+    fresh, _ = _compile(paths[1])
+    _same(fresh, second)
+
+
 def test_the_hardware_is_not_in_the_key_and_the_cut_follows_the_session(cache, monkeypatch):
     model = zoo.build("resnet18", (32, 32))
     here, _ = _compile(model)

@@ -127,10 +127,12 @@ def place(graph: Graph, dsp_softmax: bool = False) -> list[Segment]:
     segments = []
     for run in runs:
         names = {n.name for n in run}
-        written = {out for n in run for out in n.outputs}
+        # In node order (a set's order would change with Python's string hashing, and
+        # the segment's outputs with it, from one process to the next).
+        written = dict.fromkeys(out for n in run for out in n.outputs)
         ins = tuple(dict.fromkeys(i for n in run for i in n.inputs
                                   if i and i not in written and not graph.is_const(i)))
-        outs = tuple(o for o in dict.fromkeys(written)
+        outs = tuple(o for o in written
                      if o in graph.outputs or any(r.name not in names
                                                   for r in readers.get(o, [])))
         kind = where[run[0].name]

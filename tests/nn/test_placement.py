@@ -29,6 +29,20 @@ def test_zoo_network_is_one_bpu_subgraph(name):
     assert kinds == ["quantize", "bpu", "dequantize"]
 
 
+def test_a_subgraphs_inputs_and_outputs_come_in_the_order_its_nodes_use_them():
+    """The outputs were once taken from a set: their order, and the compiled model's bytes,
+    changed with Python's string hashing from one process to the next (yolov8n's six head
+    outputs)."""
+    graph = importer.compile_graph(importer.load(zoo.build("yolov8n", SIZE)))
+    nodes = {n.name: n for n in graph.nodes}
+    (bpu,) = [s for s in placement.place(graph) if s.kind == "bpu"]
+    written = [o for name in bpu.nodes for o in nodes[name].outputs]
+    read = [i for name in bpu.nodes for i in nodes[name].inputs]
+    assert len(bpu.outputs) == 6
+    assert list(bpu.outputs) == sorted(bpu.outputs, key=written.index)
+    assert list(bpu.inputs) == sorted(bpu.inputs, key=read.index)
+
+
 def test_onnx_classifier_softmax_tail_on_cpu():
     # documented: Softmax runs on the CPU by default; the outputs then come from the CPU
     segments = _segments(zoo.build("onnx_resnet50"))

@@ -38,7 +38,15 @@ _SECTIONS = {"preset": "hardware", "config": "hardware", "overrides": "hardware"
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error raises UsageError instead of exiting."""
+    """argparse, but a usage error raises UsageError instead of exiting, and an option
+    must be spelt out: argparse's default takes any unambiguous prefix (`--tra` for
+    `--trace`), which let a misspelt or shortened output option through the checks that
+    look for it by name (a sweep's or `compare`'s "no output files" rule) and write files
+    anywhere; it would also change meaning whenever a new option shares the prefix."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:
         raise UsageError(f"{self.prog}: {message}")

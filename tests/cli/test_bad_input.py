@@ -114,6 +114,12 @@ BAD_INPUTS = {
     "cv-nan-option": _row([*CV, "--thresh", "nan"], ["--thresh"]),
     "cv-bad-choice": _row([*CV, "--type", "otsu"], ["--type", "otsu"]),
     "cv-unknown-option": _row([*CV, "--ksize", "3"], ["unrecognized", "--ksize"]),
+    # Options are spelt out: a prefix of an output option would slip past the checks that
+    # look for it by name (compare's "no output files" rule among them).
+    "abbreviated-option": _row([*DSP[:2], "--tra", "{t}/t.json"], ["unrecognized", "--tra"]),
+    "compare-abbreviated-output": _row(
+        ["compare", "--set", "vdsp.freq_hz=648MHz", "--set", "vdsp.freq_hz=1GHz", "--",
+         *DSP[:2], "--tra", "{t}/t.json"], ["unrecognized", "--tra"]),
     "cv-all-with-output": _row(["dsp", "cv", "--all", "-o", "{t}/x.png"], ["--all"]),
     "cv-options-before-cv": _row(["dsp", "--preset", "j5", "cv"], ["after `cv`"]),
     "cv-bad-config": _row([*CV, "--set", "vdsp.tcm.bank_bytes=-1"], ["vdsp.tcm.bank_bytes"]),

@@ -82,16 +82,17 @@ class DaskExecutor:
         if local_workers is not None:
             # One thread a worker: a simulation holds the GIL, so more threads would only
             # take turns. The scheduler's web server (the dashboard, when bokeh is installed)
-            # takes a free port, not 8787, which another cluster may hold. The workers' own
-            # log lines stay quiet below CRITICAL: a failed point is reported as that
-            # point's error. The cluster starts as `CLUSTER_CONFIG` says.
+            # takes a free port, not 8787, which another cluster may hold, on the loopback
+            # interface only: other machines cannot reach it (Dask's ":0" listens on all).
+            # The workers' own log lines stay quiet below CRITICAL: a failed point is
+            # reported as that point's error. The cluster starts as `CLUSTER_CONFIG` says.
             import dask
 
             try:
                 with dask.config.set(CLUSTER_CONFIG):
-                    self._cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1,
-                                                 processes=True, dashboard_address=":0",
-                                                 silence_logs=logging.CRITICAL)
+                    self._cluster = LocalCluster(
+                        n_workers=local_workers, threads_per_worker=1, processes=True,
+                        dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
             except Exception as exc:
                 raise EmuError(f"--dask-local {local_workers}: the local Dask cluster did not "
                                f"start ({_line(exc)})") from None

@@ -95,6 +95,13 @@ def test_the_local_cluster_runs_its_periodic_work_seldom(executor):
     assert executor._cluster.scheduler.extensions["amm"].running is False
 
 
+def test_the_local_clusters_web_server_listens_on_loopback_only(executor):
+    """Dask's default (":0") served the scheduler's pages on every interface."""
+    server = executor._cluster.scheduler.http_server
+    hosts = {sock.getsockname()[0] for sock in server._sockets.values()}
+    assert hosts == {"127.0.0.1"}
+
+
 def test_close_twice_and_use_after_close():
     ex = DaskExecutor(local_workers=1)
     ex.close()

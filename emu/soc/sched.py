@@ -15,7 +15,9 @@ that continues its work; the task then yields the core as at a stage boundary (a
 group may charge for saving the task's state then, and restoring it when the task
 resumes: `_switched_out`, `_resumed`). Submitting
 returns at once; the task's `done` event fires when its last stage ends, or when a stage
-fails with a `TaskError` (the task keeps the message in `error`; the core goes on).
+fails: with a `TaskError`, which the work raises for a failure it announces, or with any
+other exception (the task keeps the message in `error`, naming an unexpected exception's
+type; the core goes on).
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ PRIORITY_PREEMPT = PRIORITY_HIGHEST
 ANY_CORE = -1
 
 StageBody = Callable[["CoreSlot"], Generator[simpy.Event, Any, "StageBody | None"]]
+
+
+def _described(exc: Exception) -> str:
+    """An unexpected exception as a task's error: its type and its first line."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -218,8 +226,11 @@ class CoreGroup(Component):
                     yield self.env.timeout(stage.body)
                 else:
                     rest = yield from stage.body(slot)
-            except TaskError as exc:
-                task.error = str(exc)
+            except Exception as exc:  # any failure of the work is the task's
+                # A TaskError is a failure the work announces (bad arguments); anything
+                # else (a buffer freed under the work, a bug) fails the task the same way,
+                # naming the exception, rather than leaving this core busy for good.
+                task.error = str(exc) if isinstance(exc, TaskError) else _described(exc)
                 self.count("tasks_failed")
                 break
             finally:

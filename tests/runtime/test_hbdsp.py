@@ -28,6 +28,7 @@ from emu.vdsp.ops.framework import CMD_PING
 
 CMD_SLEEP = 0x1234
 CMD_FAIL = 0x1235
+CMD_CRASH = 0x1236
 SLEEP_PS = 1_000_000
 
 
@@ -41,15 +42,23 @@ def _fail(core, slot, inp, out) -> Generator:
     raise DspError("bad arguments in the input buffer")
 
 
+def _crash(core, slot, inp, out) -> Generator:
+    """An operator that fails in a way no operator announces (a freed buffer read, a bug)."""
+    yield slot.env.timeout(10)
+    raise RuntimeError("the operator broke")
+
+
 @pytest.fixture
 def sess():
     ops.register(ops.Operator(CMD_SLEEP, "sleep", "fixed 1 us of work", _sleep))
     ops.register(ops.Operator(CMD_FAIL, "fail", "always fails", _fail))
+    ops.register(ops.Operator(CMD_CRASH, "crash", "raises an unexpected exception", _crash))
     yield session.start("j5", overrides=[
         "cpu.api_call_ps=0", "vdsp.rpc_submit_ps=100", "vdsp.rpc_return_ps=50",
         "vdsp.operator_dispatch_cycles=0", "vdsp.rpc_mode=direct"])
     ops.unregister(CMD_SLEEP)
     ops.unregister(CMD_FAIL)
+    ops.unregister(CMD_CRASH)
 
 
 def _mems():
@@ -93,6 +102,20 @@ def test_priority_255_overtakes_a_queued_priority_0_rpc(sess):
         assert hbDSPWaitTaskDone(t, 0) == 0
     assert high.task.started_ps == running.task.finished_ps
     assert low.task.started_ps == high.task.finished_ps
+
+
+@pytest.mark.parametrize("core", [HB_DSP_CORE_0, HB_DSP_CORE_1])
+def test_any_exception_in_an_operator_fails_its_task_and_the_core_goes_on(sess, core):
+    """Only a `TaskError` used to fail a task: any other exception escaped the core's
+    process and left the core busy for good, later pings on it timing out (issue 28)."""
+    a, b = _mems()
+    rc, task = hbDSPRpc(a, b, _ctrl(cmd=CMD_CRASH, core=core))
+    assert rc == 0
+    assert hbDSPWaitTaskDone(task, 0) == HB_DSP_TASK_FAILED
+    assert hbDSPReleaseTask(task) == 0
+    assert sess.soc.vdsp.counters["tasks_failed"] == 1
+    _, ping = hbDSPRpc(a, b, _ctrl(cmd=CMD_PING, core=core))
+    assert hbDSPWaitTaskDone(ping, 1000) == 0
 
 
 def test_wait_with_timeout_and_handle_misuse(sess):

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 import numpy as np
 
-from emu.nn import kernels, kernels_tensor, optable, reference
+from emu.nn import blas, kernels, kernels_tensor, optable, reference
 from emu.nn.graph import Graph, Node
 from emu.nn.opattrs import (
     Geometry,
@@ -690,7 +690,9 @@ def run(qmodel: QuantModel, feeds: dict[str, np.ndarray], *,
 def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
     """a . b / (|a| |b|) in float64; 1 when both are zero, 0 when one is."""
     x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
-    norm = float(np.linalg.norm(x) * np.linalg.norm(y))
+    with blas.one_thread():  # dot products: the same bits on any number of threads
+        norm = float(np.linalg.norm(x) * np.linalg.norm(y))
+        dot = float(x @ y)
     if norm == 0.0:
         return 1.0 if not (x.any() or y.any()) else 0.0
-    return float(x @ y) / norm
+    return dot / norm

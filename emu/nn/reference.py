@@ -33,7 +33,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from emu.errors import InputError
-from emu.nn import kernels, optable
+from emu.nn import blas, kernels, optable
 from emu.nn.graph import Graph, Node
 from emu.nn.opattrs import (
     Geometry,
@@ -178,7 +178,8 @@ def _lstm_intermediates(graph: Graph, node: Node, ins: list[Any]) -> dict[str, n
         seen["h"].append(h)
         seen["c"].append(c)
         for x_t in (x[::-1] if backward else x):
-            pre = np.split(x_t @ w[d].T + h @ r[d].T + bias[d], 4, axis=-1)
+            pre = np.split(blas.matmul(x_t, w[d].T) + blas.matmul(h, r[d].T) + bias[d], 4,
+                           axis=-1)
             gates = [sigmoid(pre[0]), sigmoid(pre[1]), sigmoid(pre[2]), np.tanh(pre[3])]
             forget, update = gates[2] * c, gates[0] * gates[3]
             c = forget + update
@@ -223,7 +224,7 @@ def float_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Geometry
     c_out = w.shape[0]
     k = (c // groups) * kh * kw
     matrix = w.reshape(groups, c_out // groups, k).astype(np.float32, copy=False)
-    y = np.matmul(matrix, cols.reshape(n, groups, k, oh * ow)).reshape(n, c_out, oh, ow)
+    y = blas.matmul(matrix, cols.reshape(n, groups, k, oh * ow)).reshape(n, c_out, oh, ow)
     if b is not None:
         y = y + b.reshape(1, -1, 1, 1).astype(np.float32)
     return y
@@ -473,7 +474,7 @@ def _numpy_node(graph: Graph, node: Node, ins: list[Any], pre_residual: bool,
         y = float_conv(zero_insert(x, pair(a.get("strides"), 1)), w,
                         ins[2] if len(ins) > 2 else None, win, 1)
     elif op == "FC":
-        y = x @ ins[1].T.astype(np.float32)
+        y = blas.matmul(x, ins[1].T.astype(np.float32))
         if len(ins) > 2 and ins[2] is not None:
             y = y + ins[2].astype(np.float32)
     elif op in ("MaxPool", "AveragePool"):

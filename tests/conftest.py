@@ -58,10 +58,9 @@ def _share_blas_threads(config) -> None:
     kept). A pool of one thread a core in every worker put two threads on each core, which
     spin waiting for each other: the BPU compiles' small matrix products took 2.5 times
     their time on one thread (tests/nn/test_compiler.py's zoo compiles on two processes:
-    134 core-seconds, 53 on one thread each). A compile's float32 sums can differ in their
-    last bits with the number of threads, as a sweep worker's do from a one-process run's;
-    the golden files hold with either, and the other checks of compiled models are
-    tolerances and relations."""
+    134 core-seconds, 53 on one thread each). What the tests compute does not change: the
+    float work whose bits would depend on the thread count runs on one BLAS thread anyway
+    (emu/nn/blas.py)."""
     workers = getattr(config.option, "numprocesses", None)
     if workers:
         for name in local.THREAD_VARIABLES:

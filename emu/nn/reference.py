@@ -439,7 +439,7 @@ def reference_node(opset: int, node: Node, ins: Sequence[np.ndarray | None]) -> 
         cached = _REFERENCE_CACHE[id(node)] = (node, opset, evaluator)
     feeds = {f"in{k}": v for k, (n, v) in enumerate(zip(node.inputs, ins, strict=True)) if n}
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), blas.one_thread():  # its MatMul, Gemm, Einsum...
             outs = cached[2].run(None, feeds)
     except Exception as exc:  # the reference raises what NumPy raises
         raise InputError(f"node {node.name} ({node.op}): {_first_line(exc)}") from None

@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = _main(argv)
-        sys.stdout.flush()  # a reader that went away shows here, not as a message at exit
+        # What is still buffered (--help's text): a reader that went away, or a full disk,
+        # shows here, not as a message at exit.
+        code = _guarded(lambda: _flushed(code))
     except BrokenPipeError:
         _discard_stdout()
         return EXIT_BROKEN_PIPE
@@ -171,10 +173,31 @@ def _run(command: commands.Command, words: list[str]) -> int:
     if args.json:
         from emu.report.document import dumps
 
-        sys.stdout.write(dumps(report.document()))
+        _write_stdout(dumps(report.document()))
     else:
-        print(command.text(report))
+        _write_stdout(command.text(report) + "\n")
     return EXIT_FAILURE if report.failed else EXIT_OK
+
+
+def _flushed(code: int) -> int:
+    """`code`, once what stdout still buffers is written (see `_write_stdout`)."""
+    _write_stdout("")
+    return code
+
+
+def _write_stdout(text: str) -> None:
+    """Write `text` to stdout and flush it. A reader that went away is `main`'s
+    (BrokenPipeError); any other failure (a full disk, `> /dev/full`) is one line, and
+    stdout is pointed at /dev/null so that the interpreter's last flush of what was not
+    written fails silently too."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _discard_stdout()
+        raise EmuError(f"cannot write to stdout: {exc.strerror or exc}") from None
 
 
 def _progress(args: argparse.Namespace, label: str) -> Any:

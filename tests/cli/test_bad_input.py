@@ -296,6 +296,17 @@ def test_a_closed_stdout_ends_quietly(argv, unbuffered):
     assert (done.returncode, done.stderr) == (141, "")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("argv", [["list"], ["list", "--json"], ["--help"]])
+def test_a_full_stdout_is_one_line_and_exit_1(argv):
+    """`> /dev/full`: every write fails with ENOSPC (issue 28: a traceback before)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "emu", *argv], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (
+        1, "emu: failed: cannot write to stdout: No space left on device\n")
+
+
 def test_a_closed_stdout_in_process_returns_141_silently(monkeypatch, capsys):
     class Closed:
         def write(self, text):

@@ -131,7 +131,8 @@ def work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> 
     from emu.workloads import dsp_cv, images
 
     trace = trace_path(args)
-    out_path = None if args.output is None else outputs.check_file("-o/--output", args.output)
+    out_path = None if args.output is None else outputs.check_file(
+        "-o/--output", args.output, [args.input] if args.input else [])
     picture = images.read_image(Path(args.input)) if args.input else images.standard()
     if args.all:
         reports = []

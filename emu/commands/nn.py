@@ -126,8 +126,9 @@ INFER_REPORTS = ("model", "outputs.*.name", "outputs.*.shape.*", "outputs.*.dtyp
 def compile_work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
     from emu.report import outputs
 
-    target = outputs.check_file("-o", args.output)
-    html_target = None if args.html is None else outputs.check_file("--html", args.html)
+    target = outputs.check_file("-o", args.output, args.models)
+    html_target = (None if args.html is None
+                   else outputs.check_file("--html", args.html, args.models))
     if html_target is not None and html_target.resolve() == target.resolve():
         raise InputError(f"--html {args.html}: is the -o file too")
     if html_target is not None:

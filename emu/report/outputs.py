@@ -21,7 +21,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from emu.errors import InputError
@@ -83,11 +83,21 @@ def _need_writable_folder(option: str, path: str) -> None:
         raise InputError(f"{option} {path}: {problem}")
 
 
-def check_file(option: str, path: str) -> Path:
-    """The output file `option` names, if a run may write it (see the module's rules)."""
+def check_file(option: str, path: str, inputs: Sequence[str | Path] = ()) -> Path:
+    """The output file `option` names, if a run may write it (see the module's rules); it
+    must not be one of the run's `inputs` (under any name), which it would replace."""
     target, what = _target(option, path)
     if what not in (None, "a regular file"):
         raise InputError(f"{option} {path}: is {what}; only a regular file is replaced")
+    if what is not None:
+        for source in inputs:
+            try:
+                same = os.path.samefile(target, source)
+            except OSError:  # an input that cannot be read is refused where it is read
+                same = False
+            if same:
+                raise InputError(f"{option} {path}: is the input {source}; give another "
+                                 f"file (emu replaces no input)")
     _need_writable_folder(option, path)
     return target
 

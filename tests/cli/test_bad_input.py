@@ -120,6 +120,11 @@ BAD_INPUTS = {
     "compare-abbreviated-output": _row(
         ["compare", "--set", "vdsp.freq_hz=648MHz", "--set", "vdsp.freq_hz=1GHz", "--",
          *DSP[:2], "--tra", "{t}/t.json"], ["unrecognized", "--tra"]),
+    # An output file is never one of the run's inputs, under any name.
+    "cv-output-is-the-input": _row([*CV[:3], "--input", "{t}/grey.pgm", "-o", "{t}/grey.pgm"],
+                                   ["-o/--output", "is the input", "{t}/grey.pgm"]),
+    "compile-output-is-the-model": _row(["compile", "{t}/model.onnx", "-o", "{t}/model.onnx"],
+                                        ["-o {t}/model.onnx", "is the input"]),
     "cv-all-with-output": _row(["dsp", "cv", "--all", "-o", "{t}/x.png"], ["--all"]),
     "cv-options-before-cv": _row(["dsp", "--preset", "j5", "cv"], ["after `cv`"]),
     "cv-bad-config": _row([*CV, "--set", "vdsp.tcm.bank_bytes=-1"], ["vdsp.tcm.bank_bytes"]),
@@ -145,6 +150,8 @@ def tree(tmp_path):
     (tmp_path / "latin1.toml").write_bytes("[ddr]\n# latence réglée\n".encode("latin-1"))
     (tmp_path / "broken.toml").write_text("[ddr\nlatency_ps = 90\n")
     (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 30)
+    (tmp_path / "grey.pgm").write_bytes(b"P5\n8 8\n255\n" + bytes(range(64)))
+    (tmp_path / "model.onnx").write_bytes(b"not read: the output is refused first")
     yield tmp_path
     (tmp_path / "readonly").chmod(0o755)
 

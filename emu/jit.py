@@ -207,6 +207,19 @@ def njit_inline(helper: _Kernel) -> _Kernel:
     return cast(_Kernel, numba.njit(cache=True, nogil=True, inline="always")(helper))
 
 
+if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+    def trailing_zeros(word: Any) -> int:
+        """Zero bits below the lowest set bit of a non-zero integer."""
+        value = int(word)
+        return (value & -value).bit_length() - 1
+else:
+    # numba's intrinsic for LLVM's cttz: one instruction, where a table lookup after a
+    # multiply is a chain of three. Module-level "unsafe": it does not check for zero.
+    from numba.cpython.unsafe.numbers import (  # type: ignore[assignment]  # noqa: F401
+        trailing_zeros,
+    )
+
+
 def njit_op(kernel: _Kernel, *, ieee: bool = False,
             new_out: Callable[..., Any] | None = None) -> _Kernel:
     """Decorate an ISA op (`emu.vdsp.isa`): `njit`, and LLVM copies its machine code into

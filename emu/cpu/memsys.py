@@ -163,14 +163,14 @@ def classify(addrs: tuple[npt.NDArray[np.int64], int], is_store: npt.NDArray[np.
 def run(record: npt.NDArray[np.int64], core: int, caches: CacheHierarchy, tlbs: Tlbs,
         cpu: CpuConfig) -> npt.NDArray[np.int64]:
     """Run the packed accesses `record` of `core` through the memory system (`caches` and
-    `tlbs` keep their state, clocks included); return the counts (indices above)."""
+    `tlbs` keep their state, the TLBs' clock included); return the counts (indices above)."""
     if not 0 <= core < cpu.cores:
         raise ValueError(f"core: {core} is not a core of this {cpu.cores}-core cluster")
     counts = np.zeros(N_TOTALS, np.int64)
     prefetcher = (np.full(N_STREAMS, -1, np.int64), np.zeros(N_STREAMS, np.int64))
-    caches.clock, tlbs.clock = _run_accesses(
+    tlbs.clock = _run_accesses(
         np.ascontiguousarray(record, np.int64), core, caches.kernel_levels(),
-        tlbs.core_tlbs(core), (caches.clock, tlbs.clock),
+        tlbs.core_tlbs(core), tlbs.clock,
         (cpu.line_bytes.bit_length() - 1, cpu.write_stream_lines, tlbs.page_shift,
          cpu.tlb.page_bytes // cpu.line_bytes), (counts, prefetcher))
     return counts
@@ -178,18 +178,17 @@ def run(record: npt.NDArray[np.int64], core: int, caches: CacheHierarchy, tlbs: 
 
 @njit_unmanaged
 def _run_accesses(record: npt.NDArray[np.int64], core: int, caches: tuple[Any, Any, Any],
-                  tlb: CoreTlbs, clocks: tuple[int, int], policy: tuple[int, int, int, int],
+                  tlb: CoreTlbs, tlb_clock: int, policy: tuple[int, int, int, int],
                   out: tuple[npt.NDArray[np.int64],
                              tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
-                  ) -> tuple[int, int]:
+                  ) -> int:
     """The packed accesses `record` (module docstring) of `core`, in order, through the
     write-streaming detector, the caches `caches` (`CacheHierarchy.kernel_levels`), the
-    classifier and the core's TLBs `tlb` (`Tlbs.core_tlbs`). `clocks` = the caches' and the
-    TLBs' LRU clocks; `policy` = (log2 of the line's bytes, `cpu.write_stream_lines`, log2
+    classifier and the core's TLBs `tlb` (`Tlbs.core_tlbs`), whose LRU clock is `tlb_clock`;
+    `policy` = (log2 of the line's bytes, `cpu.write_stream_lines`, log2
     of the page's bytes, lines a page); `out` = (the counts, zeros before; the prefetcher's
-    state, as `classify` starts it). Returns the advanced clocks."""
+    state, as `classify` starts it). Returns the TLBs' advanced clock."""
     counts, prefetcher = out
-    cache_clock, tlb_clock = clocks
     line_shift, threshold, page_shift, page_lines = policy
     run = 0
     previous = -2  # no line: the first full-line store starts a run
@@ -201,8 +200,7 @@ def _run_accesses(record: npt.NDArray[np.int64], core: int, caches: tuple[Any, A
         write = (flags & WRITE) != 0
         streams, run, previous = _detect(run, previous, line, write, (flags & FULL_LINE) != 0,
                                          threshold)
-        outcome, written, cache_clock = access_line(caches, core, line, write, streams,
-                                                    cache_clock)
+        outcome, written = access_line(caches, core, line, write, streams)
         counts[4 + outcome] += 1
         counts[DDR_WRITEBACKS] += written
         kind = _load_class(line, write and (flags & LOADED) == 0,
@@ -215,4 +213,4 @@ def _run_accesses(record: npt.NDArray[np.int64], core: int, caches: tuple[Any, A
             counts[TLB_L2_HITS] += 1
         elif level == WALK:
             counts[TLB_WALKS] += 1
-    return cache_clock, tlb_clock
+    return tlb_clock

@@ -48,6 +48,14 @@ those lines clean and returns how many distinct lines were dirty somewhere (each
 DDR once, however many caches held it dirty). `invalidate` removes those lines without writing
 anything back and returns how many distinct lines were resident somewhere. Both look at the
 cache contents, so their cost grows with the cache size, not with `nbytes`.
+
+Representation (it changes nothing above, only how fast the model finds out). Each set keeps
+its LRU order in one 64-bit word, a way number per 4-bit field from the most recently used
+up, its empty ways last: a use moves one field to the front, and the victim of a fill is the
+last field, with no search. Each way also has an 8-bit fingerprint of its line, eight to a
+64-bit word: a lookup compares the line's fingerprint with a whole word of them at once and
+reads the tags of the matching ways only. So a level has at most 16 ways (the A55's L1D and
+L2 have 4, the DSU's L3 16; `CpuConfig` refuses more).
 """
 
 from __future__ import annotations
@@ -57,13 +65,17 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from emu.jit import njit_inline, njit_unmanaged
+from emu.jit import njit_inline, njit_unmanaged, trailing_zeros
 from emu.soc.config import CacheLevelConfig, CpuConfig, L1Config
 
 _INT64_MAX = np.iinfo(np.int64).max
 
-_Level = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]
-"""One level as the kernel takes it: (tags, lru_stamps, dirty), see `CacheArrays`."""
+MAX_WAYS = 16
+"""Ways a level can have: its LRU order is 16 four-bit fields of one word."""
+
+_Level = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.uint64],
+               npt.NDArray[np.uint8]]
+"""One level as the kernel takes it: (tags, prints, order, dirty), see `CacheArrays`."""
 
 
 @dataclass(frozen=True)
@@ -120,32 +132,58 @@ class CacheStats:
 class CacheArrays:
     """The state of one level: `n_caches` caches (one per core, or one shared) of `sets x ways`.
 
-    An empty way has tag -1 and LRU stamp 0. Tags are whole line numbers (address //
-    line_bytes). Stamps come from one counter per hierarchy that grows with every use, so within
-    a set a larger stamp means more recently used, and 0 (empty) is always the first victim.
+    `tags[c, s, w]` is the line in way `w` of set `s` (whole line numbers, address //
+    line_bytes), -1 if the way is empty; `dirty` its dirty bit. `order[c, s]` is the set's
+    LRU order: field `p` (bits 4p to 4p+3) is the way `p` places from the most recently
+    used; the set's empty ways hold the last places. `prints[c, s, k]` holds the 8-bit
+    fingerprints of the lines of ways 8k to 8k+7, one per byte (stale in an empty way).
     """
 
     tags: npt.NDArray[np.int64]
-    lru_stamps: npt.NDArray[np.int64]
     dirty: npt.NDArray[np.uint8]
+    order: npt.NDArray[np.uint64]
+    prints: npt.NDArray[np.uint64]
 
     @classmethod
     def empty(cls, n_caches: int, sets: int, ways: int) -> CacheArrays:
+        if not 1 <= ways <= MAX_WAYS:
+            raise ValueError(f"ways: the model keeps 1 to {MAX_WAYS} ways a set, got {ways}")
         shape = (n_caches, sets, ways)
-        return cls(
-            tags=np.full(shape, -1, dtype=np.int64),
-            lru_stamps=np.zeros(shape, dtype=np.int64),
-            dirty=np.zeros(shape, dtype=np.uint8),
+        arrays = cls(
+            tags=np.empty(shape, dtype=np.int64),
+            dirty=np.empty(shape, dtype=np.uint8),
+            order=np.empty((n_caches, sets), dtype=np.uint64),
+            prints=np.empty((n_caches, sets, (ways + 7) // 8), dtype=np.uint64),
         )
+        arrays.clear()
+        return arrays
 
     def as_tuple(self) -> _Level:
         """The arrays as the kernel takes them."""
-        return self.tags, self.lru_stamps, self.dirty
+        return self.tags, self.prints, self.order, self.dirty
 
     def clear(self) -> None:
         self.tags.fill(-1)
-        self.lru_stamps.fill(0)
         self.dirty.fill(0)
+        self.order.fill(_IDENTITY_ORDER)  # all empty: any order will do
+        self.prints.fill(0)
+
+    def recency(self, cache: int, s: int) -> list[int]:
+        """The ways of set `s` of `cache` that hold a line, least recently used first."""
+        word = int(self.order[cache, s])
+        ways = self.tags.shape[2]
+        fields = [(word >> (4 * p)) & 15 for p in range(ways)]
+        return [w for w in reversed(fields) if self.tags[cache, s, w] >= 0]
+
+    def drop_lines(self, hit: npt.NDArray[np.bool_]) -> None:
+        """Empty the ways marked in `hit` (shaped as `tags`), nothing written back, and move
+        them to the last places of their sets' LRU order."""
+        self.tags[hit] = -1
+        self.dirty[hit] = 0
+        touched = np.flatnonzero(hit.any(axis=2))
+        if touched.size:
+            _empties_last(self.tags.reshape(-1, self.tags.shape[2]), self.order.reshape(-1),
+                          touched)
 
 
 def _sets_of(level: L1Config | CacheLevelConfig, line_bytes: int, name: str) -> int:
@@ -178,9 +216,6 @@ class CacheHierarchy:
         )
         self.l2 = CacheArrays.empty(cpu.cores, _sets_of(cpu.l2, cpu.line_bytes, "l2"), cpu.l2.ways)
         self.l3 = CacheArrays.empty(1, _sets_of(cpu.l3, cpu.line_bytes, "l3"), cpu.l3.ways)
-        # The LRU stamp counter (`CacheArrays`); a kernel that runs accesses through
-        # `access_line` itself (`emu.cpu.memsys`) takes it and gives it back advanced.
-        self.clock = 0
 
     @property
     def levels(self) -> tuple[CacheArrays, CacheArrays, CacheArrays]:
@@ -195,7 +230,6 @@ class CacheHierarchy:
         """Empty every cache (nothing is written back)."""
         for level in self.levels:
             level.clear()
-        self.clock = 0
 
     def access(
         self,
@@ -227,13 +261,12 @@ class CacheHierarchy:
         elif outcomes.dtype != np.uint8 or outcomes.shape != (n,):
             raise ValueError(f"outcomes: expected a uint8 array of {n} entries")
         counts = np.zeros(6, np.int64)
-        self.clock = _access_kernel(
+        _access_kernel(
             (byte_addrs, self._line_shift),
             writes,
             streaming,
             int(core),
             self.kernel_levels(),
-            self.clock,
             outcomes,
             counts,
         )
@@ -300,9 +333,7 @@ class CacheHierarchy:
         for level in self.levels:
             hit = (level.tags >= first) & (level.tags < end)
             dropped.append(level.tags[hit])
-            level.tags[hit] = -1
-            level.lru_stamps[hit] = 0
-            level.dirty[hit] = 0
+            level.drop_lines(hit)
         return int(np.unique(np.concatenate(dropped)).size)
 
     def _addresses_of(self, addrs: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -336,149 +367,172 @@ class CacheHierarchy:
         return min(first, _INT64_MAX), min(end, _INT64_MAX)
 
 
+# Word constants of the set representation (module docstring). A 4-bit field or a byte is
+# found in a word by the carry trick: (x - 0x11..1) & ~x & 0x88..8 sets the top bit of the
+# lowest zero field of x (exactly; fields above it may show false ones).
+_NIBBLE_ONES = np.uint64(0x1111_1111_1111_1111)
+_NIBBLE_TOPS = np.uint64(0x8888_8888_8888_8888)
+_BYTE_ONES = np.uint64(0x0101_0101_0101_0101)
+_BYTE_TOPS = np.uint64(0x8080_8080_8080_8080)
+_LOW_FIELDS = np.array([(1 << (4 * p)) - 1 for p in range(17)], np.uint64)
+"""`_LOW_FIELDS[p]`: the bits of the order's fields below place `p`."""
+_IDENTITY_ORDER = np.uint64(sum(p << (4 * p) for p in range(16)))
+_FINGERPRINT_MIX = np.uint64(0x9E37_79B9_7F4A_7C15)
+
+
 @njit_inline
-def _find(tags: npt.NDArray[np.int64], cache: int, s: int, line: int) -> int:
-    """Way of `line` in set `s`, or -1."""
-    for way in range(tags.shape[2]):
-        if tags[cache, s, way] == line:
-            return way
+def _fingerprint(line: int) -> np.uint64:
+    """The line's 8-bit fingerprint (the top byte of a multiplicative hash)."""
+    return (np.uint64(line) * _FINGERPRINT_MIX) >> np.uint64(56)
+
+
+@njit_inline
+def _find(level: _Level, cache: int, s: int, line: int) -> int:
+    """Way of `line` in set `s`, or -1: the ways whose fingerprint matches, checked."""
+    tags, prints = level[0], level[1]
+    ways = tags.shape[2]
+    wanted = _fingerprint(line) * _BYTE_ONES
+    for k in range(prints.shape[2]):
+        x = prints[cache, s, k] ^ wanted
+        candidates = (x - _BYTE_ONES) & ~x & _BYTE_TOPS
+        while candidates:
+            way = 8 * k + (trailing_zeros(candidates) >> 3)
+            if way < ways and tags[cache, s, way] == line:
+                return way
+            candidates &= candidates - np.uint64(1)
     return -1
 
 
 @njit_inline
-def _lru(lru_stamps: npt.NDArray[np.int64], cache: int, s: int) -> int:
-    """The way a fill of set `s` takes: its least recently used. Empty ways carry stamp 0,
-    below every used one, so the first empty way goes first. The oldest stamp stays in a
-    register: a select per way, not a reload and a branch."""
-    victim = 0
-    oldest = lru_stamps[cache, s, 0]
-    for way in range(1, lru_stamps.shape[2]):
-        used = lru_stamps[cache, s, way]
-        if used < oldest:
-            oldest = used
-            victim = way
-    return victim
+def _touch(level: _Level, cache: int, s: int, way: int) -> None:
+    """Make `way` of set `s` the most recently used."""
+    order = level[2]
+    word = order[cache, s]
+    if (word & np.uint64(15)) != way:
+        x = word ^ (np.uint64(way) * _NIBBLE_ONES)
+        place = trailing_zeros((x - _NIBBLE_ONES) & ~x & _NIBBLE_TOPS) >> 2
+        order[cache, s] = _to_front(word, place, way)
 
 
 @njit_inline
-def _look(level: _Level, cache: int, s: int, line: int) -> tuple[int, int]:
-    """(way of `line` in set `s` or -1, the way a fill of the set would take, as `_lru`),
-    in one pass over the set with no early exit to mispredict: for the small sets of L1D
-    and L2, where most of the model's lookups end, that is cheaper than stopping at the
-    match and scanning the stamps again on a miss."""
-    tags, lru_stamps = level[0], level[1]
-    hit = -1
-    victim = 0
-    oldest = lru_stamps[cache, s, 0]
-    for way in range(tags.shape[2]):
-        if tags[cache, s, way] == line:
-            hit = way
-        used = lru_stamps[cache, s, way]
-        if used < oldest:
-            oldest = used
-            victim = way
-    return hit, victim
+def _to_front(word: np.uint64, place: int, way: int) -> np.uint64:
+    """The order `word` with `way`, at `place`, moved to the front."""
+    below = word & _LOW_FIELDS[place]
+    above = word & ~_LOW_FIELDS[place + 1]
+    return above | (below << np.uint64(4)) | np.uint64(way)
 
 
 @njit_inline
-def _insert(level: _Level, cache: int, s: int, line: int, dirty: int, stamp: int) -> int:
-    """Put `line` in set `s` as MRU; return the dirty line it evicted, or -1."""
-    return _put(level, cache, s, _lru(level[1], cache, s), line, dirty, stamp)
-
-
-@njit_inline
-def _put(level: _Level, cache: int, s: int, victim: int, line: int, dirty: int,
-         stamp: int) -> int:
-    """Put `line` in way `victim` of set `s` as MRU; return the dirty line it evicted, or -1."""
-    tags, lru_stamps, dirt = level
+def _fill(level: _Level, cache: int, s: int, line: int, dirty: int) -> int:
+    """Put `line` in set `s` as MRU, in the place of its LRU way; return the dirty line that
+    evicted, or -1."""
+    tags, prints, order, dirt = level
+    last = tags.shape[2] - 1
+    word = order[cache, s]
+    way = int((word >> np.uint64(4 * last)) & np.uint64(15))
     evicted = -1
-    if tags[cache, s, victim] >= 0 and dirt[cache, s, victim] != 0:
-        evicted = tags[cache, s, victim]
-    tags[cache, s, victim] = line
-    lru_stamps[cache, s, victim] = stamp
-    dirt[cache, s, victim] = dirty
+    if tags[cache, s, way] >= 0 and dirt[cache, s, way] != 0:
+        evicted = tags[cache, s, way]
+    tags[cache, s, way] = line
+    dirt[cache, s, way] = dirty
+    shift = np.uint64(8 * (way & 7))
+    k = way >> 3
+    prints[cache, s, k] = ((prints[cache, s, k] & ~(np.uint64(0xFF) << shift))
+                           | (_fingerprint(line) << shift))
+    order[cache, s] = _to_front(word, last, way)
     return evicted
 
 
 @njit_inline
-def _write_back(level: _Level, cache: int, line: int, stamp: int) -> int:
+def _write_back(level: _Level, cache: int, line: int) -> int:
     """Take a dirty line evicted from the level above; return the dirty line this evicts, or -1."""
     s = line & (level[0].shape[1] - 1)
-    way = _find(level[0], cache, s, line)
+    way = _find(level, cache, s, line)
     if way >= 0:
-        level[2][cache, s, way] = 1
+        level[3][cache, s, way] = 1
         return -1
-    return _insert(level, cache, s, line, 1, stamp)
+    return _fill(level, cache, s, line, 1)
 
 
 @njit_inline
 def _drop(level: _Level, cache: int, s: int, line: int) -> None:
     """Remove `line` from set `s` if it is there (a streaming write replaced it)."""
-    way = _find(level[0], cache, s, line)
+    way = _find(level, cache, s, line)
     if way >= 0:
         level[0][cache, s, way] = -1
-        level[1][cache, s, way] = 0
-        level[2][cache, s, way] = 0
+        level[3][cache, s, way] = 0
+        _settle(level[0][cache, s], level[2][cache], s)
+
+
+@njit_inline
+def _settle(tags: npt.NDArray[np.int64], order: npt.NDArray[np.uint64], s: int) -> None:
+    """Rewrite set `s`'s order (its ways' `tags`) with the empty ways last, the others in
+    the order they were."""
+    word = order[s]
+    settled = np.uint64(0)
+    place = 0
+    for empty in (False, True):
+        for p in range(tags.size):
+            way = (word >> np.uint64(4 * p)) & np.uint64(15)
+            if (tags[np.int64(way)] < 0) == empty:
+                settled |= way << np.uint64(4 * place)
+                place += 1
+    order[s] = settled
+
+
+@njit_unmanaged
+def _empties_last(tags: npt.NDArray[np.int64], order: npt.NDArray[np.uint64],
+                  sets: npt.NDArray[np.int64]) -> None:
+    """`_settle` the sets `sets` of one level (`tags` one row a set, `order` one word)."""
+    for s in sets:
+        _settle(tags[s], order, s)
 
 
 @njit_inline
 def access_line(levels: tuple[_Level, _Level, _Level], core: int, line: int, write: bool,
-                no_allocate: bool, clock: int) -> tuple[int, int, int]:
+                no_allocate: bool) -> tuple[int, int]:
     """One access by `core` to `line` through `levels` (L1D, L2, L3), by the rules of the
-    module docstring: (its outcome, the DDR write-backs it caused, the advanced LRU clock).
-    Inlined into every loop that runs accesses, so a caller can do other per-access work
-    in the same pass (`emu.cpu.memsys`)."""
+    module docstring: (its outcome, the DDR write-backs it caused). Inlined into every loop
+    that runs accesses, so a caller can do other per-access work in the same pass
+    (`emu.cpu.memsys`)."""
     l1d, l2, l3 = levels
-    l1_tags, l1_stamps, l1_dirt = l1d
-    l2_tags, l2_stamps = l2[0], l2[1]
-    l3_tags, l3_stamps = l3[0], l3[1]
     dirty = 1 if write else 0
-    clock += 1
-    s1 = line & (l1_tags.shape[1] - 1)
-    way, victim1 = _look(l1d, core, s1, line)
+    s1 = line & (l1d[0].shape[1] - 1)
+    way = _find(l1d, core, s1, line)
     if way >= 0:
-        l1_stamps[core, s1, way] = clock
+        _touch(l1d, core, s1, way)
         if dirty:
-            l1_dirt[core, s1, way] = 1
-        return 1, 0, clock
-    s2 = line & (l2_tags.shape[1] - 1)
+            l1d[3][core, s1, way] = 1
+        return 1, 0
+    s2 = line & (l2[0].shape[1] - 1)
+    s3 = line & (l3[0].shape[1] - 1)
     if no_allocate:
         _drop(l2, core, s2, line)
-        _drop(l3, 0, line & (l3_tags.shape[1] - 1), line)
-        return 5, 0, clock
+        _drop(l3, 0, s3, line)
+        return 5, 0
     written = 0
-    way, victim2 = _look(l2, core, s2, line)
+    way = _find(l2, core, s2, line)
     if way >= 0:
         outcome = 2
-        l2_stamps[core, s2, way] = clock
+        _touch(l2, core, s2, way)
     else:
-        s3 = line & (l3_tags.shape[1] - 1)
-        way = _find(l3_tags, 0, s3, line)
+        way = _find(l3, 0, s3, line)
         if way >= 0:
             outcome = 3
-            l3_stamps[0, s3, way] = clock
+            _touch(l3, 0, s3, way)
         else:
             outcome = 4
-            if _insert(l3, 0, s3, line, 0, clock) >= 0:
+            if _fill(l3, 0, s3, line, 0) >= 0:
                 written += 1
-        # Every fill and write-back takes a fresh stamp, so that two lines placed in one
-        # set during the same access keep the order in which they arrived.
-        clock += 1
-        evicted = _put(l2, core, s2, victim2, line, 0, clock)
-        if evicted >= 0:
-            clock += 1
-            if _write_back(l3, 0, evicted, clock) >= 0:
-                written += 1
-    clock += 1
-    evicted = _put(l1d, core, s1, victim1, line, dirty, clock)
+        evicted = _fill(l2, core, s2, line, 0)
+        if evicted >= 0 and _write_back(l3, 0, evicted) >= 0:
+            written += 1
+    evicted = _fill(l1d, core, s1, line, dirty)
     if evicted >= 0:
-        clock += 1
-        evicted = _write_back(l2, core, evicted, clock)
-        if evicted >= 0:
-            clock += 1
-            if _write_back(l3, 0, evicted, clock) >= 0:
-                written += 1
-    return outcome, written, clock
+        evicted = _write_back(l2, core, evicted)
+        if evicted >= 0 and _write_back(l3, 0, evicted) >= 0:
+            written += 1
+    return outcome, written
 
 
 @njit_unmanaged
@@ -488,21 +542,20 @@ def _access_kernel(
     no_allocate: npt.NDArray[np.bool_],
     core: int,
     levels: tuple[_Level, _Level, _Level],
-    clock: int,
     outcomes: npt.NDArray[np.uint8],
     counts: npt.NDArray[np.int64],
-) -> int:
+) -> None:
     """Run the lines of `addrs` = (byte addresses, log2 of the line's bytes) for `core`
     through `levels` (L1D, L2, L3); write each access's outcome into `outcomes` and the
-    counts into `counts` (zeros before); return the advanced LRU clock.
+    counts into `counts` (zeros before).
 
     counts = [L1D hits, L2 hits, L3 hits, DDR reads, DDR write-backs, streaming writes].
     """
     l1_hits = l2_hits = l3_hits = ddr_reads = ddr_writebacks = stream_writes = 0
     byte_addrs, line_shift = addrs
     for i in range(byte_addrs.size):
-        outcome, written, clock = access_line(levels, core, byte_addrs[i] >> line_shift,
-                                              is_write[i], no_allocate[i], clock)
+        outcome, written = access_line(levels, core, byte_addrs[i] >> line_shift,
+                                       is_write[i], no_allocate[i])
         outcomes[i] = outcome
         ddr_writebacks += written
         if outcome == 1:
@@ -521,4 +574,3 @@ def _access_kernel(
     counts[3] = ddr_reads
     counts[4] = ddr_writebacks
     counts[5] = stream_writes
-    return clock

@@ -101,7 +101,8 @@ class L1Config:
 
     size_bytes: int = param("bytes", "capacity of one core's L1D", power_of_two=True,
                             maximum=1 << 20)
-    ways: int = param("count", "associativity (ways per set)", minimum=1, maximum=64)
+    ways: int = param("count", "associativity (ways per set; the model keeps up to 16)",
+                      minimum=1, maximum=16)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ class CacheLevelConfig:
 
     size_bytes: int = param("bytes", "capacity of one cache at this level", power_of_two=True,
                             maximum=64 << 20)
-    ways: int = param("count", "associativity (ways per set)", minimum=1, maximum=64)
+    ways: int = param("count", "associativity (ways per set; the model keeps up to 16)",
+                      minimum=1, maximum=16)
     hit_latency_cycles: int = param(
         "cycles", "cycles a load that hits here stalls the in-order core", minimum=0,
         maximum=10_000)

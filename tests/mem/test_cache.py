@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emu.mem.cache import CacheArrays, CacheHierarchy, CacheStats
+from emu.mem.cache import MAX_WAYS, CacheArrays, CacheHierarchy, CacheStats, _fingerprint
 from emu.soc.config import CacheLevelConfig, CpuConfig, L1Config, load_config
 from tests.mem.cache_reference import ReferenceHierarchy, Snapshot
 
@@ -47,12 +47,10 @@ def snapshot(model: CacheHierarchy) -> Snapshot:
         for c in range(n_caches):
             per_set = []
             for s in range(sets):
-                order = np.argsort(arrays.lru_stamps[c, s], kind="stable")
                 per_set.append(
                     [
                         (int(arrays.tags[c, s, w]), bool(arrays.dirty[c, s, w]))
-                        for w in order
-                        if arrays.tags[c, s, w] >= 0
+                        for w in arrays.recency(c, s)
                     ]
                 )
             out.append(per_set)
@@ -272,6 +270,27 @@ def test_one_set_everywhere(cpu: CpuConfig) -> None:
     pair.check_state()
 
 
+def test_lines_whose_fingerprints_collide_are_told_apart() -> None:
+    # A lookup reads the tags of the ways whose 8-bit fingerprint matches the line's; lines
+    # of one set with the same fingerprint must still be different lines. Forty such lines,
+    # all in set 0 of every level, reused in a mixed order with writes and streaming stores.
+    cpu = j5_cpu()
+    stride = cpu.l3.size_bytes // cpu.line_bytes  # lines a multiple of this share set 0
+    wanted = int(_fingerprint(stride))
+    same = [n * stride for n in range(1, 400_000) if int(_fingerprint(n * stride)) == wanted]
+    assert len(same) >= 40
+    rng = np.random.default_rng(3)
+    pair = Pair(cpu)
+    picks = np.array(same[:40], np.int64)[rng.integers(0, 40, 4000)]
+    writes = rng.random(4000) < 0.4
+    pair.access(0, picks * cpu.line_bytes, writes, writes & (rng.random(4000) < 0.2))
+    pair.access(1, picks[::-1] * cpu.line_bytes)
+    pair.check_state()
+    assert pair.invalidate(same[3] * cpu.line_bytes, cpu.line_bytes) == 1
+    pair.access(0, picks[:500] * cpu.line_bytes)
+    pair.check_state()
+
+
 def test_stride_of_l1_size_misses_l1_every_time() -> None:
     cpu = j5_cpu()
     pair = Pair(cpu)
@@ -398,7 +417,8 @@ def test_stats_arithmetic() -> None:
 
 # Property: any small hierarchy, any stream.
 
-geometry = st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 3))  # (sets, ways)
+# (sets, ways): up to the model's 16 ways, whose fingerprints take two words a set.
+geometry = st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, MAX_WAYS))
 
 
 @st.composite

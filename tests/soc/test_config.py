@@ -76,6 +76,7 @@ def test_config_file_layers_between_preset_and_set(tmp_path):
         ("cpu.cores=true", r"^cpu\.cores: expected a number"),
         ("vdsp.tcm.reserved_bytes=128KiB", r"^vdsp\.tcm\.reserved_bytes: .* leaves nothing"),
         ("cpu.l1d.ways=3", r"^cpu\.l1d\.ways:"),
+        ("cpu.l3.ways=32", r"^cpu\.l3\.ways: must be at most 16, got 32"),
         ("cpu.l1d.size_bytes=48KiB", r"^cpu\.l1d\.size_bytes: must be a power of two"),
         ("ddr.policy=random", r"^ddr\.policy: expected one of fair"),
         ("mem.pool_bytes=10000", r"^mem\.pool_bytes: .* not a multiple"),

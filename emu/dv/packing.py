@@ -76,13 +76,42 @@ def _pad16(n: int) -> int:
     return (n + 15) & ~15
 
 
+MAX_CHANNELS = 65535
+"""The most input or output channels a convolution can have: a run's `c` and `m` are
+16-bit fields of the conv command (seed 002, `dmp_dv_cmdraw_conv_v0`)."""
+
+
 def _check_conv_dims(n_channels: int, kx: int, ky: int, n_kernels: int) -> None:
     if not (1 <= kx <= 7 and 1 <= ky <= 7):
         raise InputError(f"conv kernels of 1..7 in each direction are supported, got {kx}x{ky}")
-    if n_channels <= 0:
-        raise InputError(f"number of input channels must be positive, got {n_channels}")
-    if n_kernels <= 0:
-        raise InputError(f"number of output channels must be positive, got {n_kernels}")
+    if not 1 <= n_channels <= MAX_CHANNELS:
+        raise InputError(f"number of input channels must be 1..{MAX_CHANNELS} (a 16-bit field "
+                         f"of the conv command), got {n_channels}")
+    if not 1 <= n_kernels <= MAX_CHANNELS:
+        raise InputError(f"number of output channels must be 1..{MAX_CHANNELS} (a 16-bit "
+                         f"field of the conv command), got {n_kernels}")
+
+
+def _conv_bytes(n_channels: int, kx: int, ky: int, n_kernels: int, quantised: bool,
+                prelu: bool) -> int:
+    """The bytes of `_ConvMap`'s layout, counted without placing each weight: a block of
+    `16` (32 with PReLU) bytes of biases and slopes per 8 kernels, and per kernel its tiles
+    of `_TILE` weights; a kernel has one tile a 64-channel group for 1 x 1, one a
+    2-channel pair for 5 x 5, one a channel for 7 x 7, else one an 8-channel group."""
+    p = max(kx, ky) | 1
+    group = 64 if p == 1 else 8
+    full, rest = divmod(n_channels, group)
+    if p == 7:
+        tiles = n_channels
+    elif p == 5:
+        tiles = full * (group // 2) + (rest + 1) // 2
+    else:
+        tiles = full + (1 if rest else 0)
+    blocks = -(-n_kernels // 8)
+    weight_bytes = 1 if quantised else 2
+    q0 = QUANT_TABLE_BYTES if quantised else 0
+    return _pad16(q0 + blocks * 16 * (2 if prelu else 1)
+                  + n_kernels * tiles * _TILE * weight_bytes)
 
 
 class _ConvMap:
@@ -147,7 +176,8 @@ class _ConvMap:
 def conv_weights_size(n_channels: int, kx: int, ky: int, n_kernels: int, quantised: bool,
                       prelu: bool = False) -> int:
     """Bytes `pack_conv_weights` writes for these dimensions."""
-    return _ConvMap(n_channels, kx, ky, n_kernels, quantised, prelu).size
+    _check_conv_dims(n_channels, kx, ky, n_kernels)
+    return _conv_bytes(n_channels, kx, ky, n_kernels, quantised, prelu)
 
 
 def _as_u16(name: str, values: Any, count: int) -> NDArray[np.uint16]:
@@ -271,7 +301,9 @@ def _layout(dilated: bool, n_channels: int, kx: int, ky: int, n_kernels: int,
 def dil_weights_size(n_channels: int, kx: int, ky: int, n_kernels: int, quantised: bool,
                      prelu: bool = False) -> int:
     """Bytes `pack_dil_weights` writes for these dimensions."""
-    return _DilMap(n_channels, kx, ky, n_kernels, quantised, prelu).size
+    _check_conv_dims(n_channels, kx, ky, n_kernels)
+    q0 = QUANT_TABLE_BYTES if quantised else 0
+    return q0 + ky * kx * (_conv_bytes(n_channels, 1, 1, n_kernels, quantised, prelu) - q0)
 
 
 def pack_dil_weights(n_channels: int, kx: int, ky: int, n_kernels: int, quant_map: Any,

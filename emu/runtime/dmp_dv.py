@@ -746,6 +746,10 @@ def _pack(fn: Any, size_fn: Any, size_args: tuple[Any, ...], args: tuple[Any, ..
     given = status.as_int(packed_weights_size, 0)
     try:
         need = size_fn(*size_args)
+        pool_bytes = sess.soc.config.mem.pool_bytes
+        if need > pool_bytes:
+            raise InputError(f"the packed weights need {need} bytes, more than the whole "
+                             f"memory pool ({pool_bytes} B, mem.pool_bytes) could give them")
         if given is None:
             raise InputError("packed_weights_size must be a size in bytes")
         if given == 0:

@@ -113,9 +113,16 @@ class Session:
             self.close()
 
     def close(self) -> None:
-        """End the session: unfinished threads are ended, handles stop working, stats stay."""
+        """End the session: unfinished threads are ended, handles stop working, stats stay.
+
+        Not from inside its own simulation (one of its host threads, a callback): a thread
+        cannot end the loop that runs it. That raises `WrongThread` and changes nothing."""
         if self.closed:
             return
+        if self._driving:
+            raise WrongThread(f"session {self.serial}: close() called from inside its own "
+                              f"simulation (a host thread or a callback); close it from the "
+                              f"program that made it, once run() has returned")
         self.closed = True
         self.dnn = None  # nothing of hbDNN outlives the session
         for thread in self.threads:

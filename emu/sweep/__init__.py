@@ -132,9 +132,7 @@ def stored(spec: Spec | str | Path | dict[str, Any], store: str | Path) -> list[
         spec = spec_module.load(spec)
     elif isinstance(spec, dict):
         spec = spec_module.parse(spec)
-    if not Path(store).is_file():
-        raise InputError(f"store {store}: no such file (run the sweep first)")
-    with Store(store) as db:
+    with Store(store, read_only=True) as db:
         held = db.get([p.key for p in spec.points])
     rows = []
     for point in spec.points:

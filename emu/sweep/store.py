@@ -18,17 +18,26 @@ Durability: the file is in WAL mode, and each finished point is committed on its
 included) loses at most the points still running, and SQLite's journal keeps the file whole.
 Several sweeps may write one store at once (`busy_timeout` makes a writer wait for the
 other's short transaction); a point both compute is kept once, first come first kept.
+
+A damaged store is an input error, never a traceback: SQLite's own errors (a damaged page,
+a file that cannot be written) and a row whose JSON or compressed report does not decode
+name the store and, for a row, the point. `read_only` opens a store to read it back
+(`show`, `export`, `plot`): nothing is created or written, and a file the user may not
+write is opened read-only, its `-wal` and `-shm` files removed after if the open made them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import os
 import sqlite3
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from emu.errors import InputError
 
@@ -61,12 +70,34 @@ CREATE TABLE IF NOT EXISTS sweeps (
 """
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _sql(what: str) -> Callable[[_Method], _Method]:
+    """A store method whose SQLite errors become one-line input errors naming the store."""
+
+    def wrap(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def checked(self: Store, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.DatabaseError as exc:
+                hint = " (is the file or its folder read-only?)" if "readonly" in str(exc) \
+                    else " (the file is damaged: remove it or use another store)"
+                raise InputError(f"store {self.path}: {what}: {exc}{hint}") from None
+
+        return checked  # type: ignore[return-value]
+
+    return wrap
+
+
 class Store:
     """An open store (`path` a file, or ":memory:" for one that lives as long as the
-    object)."""
+    object); `read_only` to read an existing one back (module docstring)."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
         self.path = str(path)
+        self._made: list[Path] = []  # -wal and -shm files a read-only open created
         where = f"store {self.path}"
         if self.path != ":memory:":
             target = Path(self.path)
@@ -74,9 +105,10 @@ class Store:
                 raise InputError(f"{where}: is a folder")
             if not target.parent.is_dir():
                 raise InputError(f"{where}: folder {target.parent} does not exist")
+            if read_only and not target.is_file():
+                raise InputError(f"{where}: no such file (run the sweep first)")
         try:
-            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                       isolation_level=None)
+            self._db = self._connect(read_only)
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             tables = {row[0] for row in self._db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -86,6 +118,10 @@ class Store:
             if tables and version != FORMAT:
                 raise InputError(f"{where}: a store of format {version}, this emu reads "
                                  f"format {FORMAT}")
+            if read_only:
+                if not tables:
+                    raise InputError(f"{where}: an empty SQLite file, not an emu sweep store")
+                return
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = NORMAL")
             if not tables:
@@ -93,10 +129,27 @@ class Store:
                 self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} "
                                        f"PRAGMA user_version = {FORMAT}; COMMIT;")
         except sqlite3.DatabaseError as exc:
+            self.close()
             raise InputError(f"{where}: not a usable SQLite store ({exc})") from None
 
+    def _connect(self, read_only: bool) -> sqlite3.Connection:
+        """A connection; read-only through SQLite's URI when the user may not write the
+        file (a read-write connection cleans its -wal and -shm files up as it closes)."""
+        options: dict[str, Any] = {"timeout": BUSY_TIMEOUT_MS / 1000, "isolation_level": None}
+        if not read_only or os.access(self.path, os.W_OK):
+            return sqlite3.connect(self.path, **options)
+        self._made = [p for p in (Path(self.path + "-wal"), Path(self.path + "-shm"))
+                      if not p.exists()]
+        uri = Path(self.path).resolve().as_uri() + "?mode=ro"
+        return sqlite3.connect(uri, uri=True, **options)
+
     def close(self) -> None:
-        self._db.close()
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+        for made in self._made:  # nobody may write this file: nobody else uses them
+            made.unlink(missing_ok=True)
+        self._made = []
 
     def __enter__(self) -> Store:
         return self
@@ -104,6 +157,7 @@ class Store:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    @_sql("reading points")
     def get(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored points among `keys`, by key (the report decompressed)."""
         found: dict[str, dict[str, Any]] = {}
@@ -116,9 +170,10 @@ class Store:
                 f"seconds, emu_version, created, rowid FROM points WHERE key IN ({marks})",
                 chunk)
             for row in cursor:
-                found[row[0]] = _row(row)
+                found[row[0]] = _row(row, self.path)
         return found
 
+    @_sql("storing a point")
     def put(self, key: str, *, command: str, args: Sequence[str], axes: dict[str, Any],
             config: dict[str, Any], status: str, metrics: dict[str, Any],
             report: Any, error: str | None, seconds: float | None) -> bool:
@@ -134,20 +189,25 @@ class Store:
              status, json.dumps(metrics), blob, error, seconds, __version__, time.time()))
         return cursor.rowcount == 1
 
+    @_sql("reading a sweep")
     def sweep(self, spec_key: str) -> dict[str, Any] | None:
         """The record of a sweep run into this store, or None."""
         row = self._db.execute("SELECT spec, keys, axes, started, finished FROM sweeps "
                                "WHERE spec_key = ?", (spec_key,)).fetchone()
         if row is None:
             return None
-        return {"spec_key": spec_key, "spec": json.loads(row[0]), "keys": json.loads(row[1]),
-                "axes": json.loads(row[2]), "started": row[3], "finished": row[4]}
+        with _decoding(self.path, f"the record of sweep {spec_key}"):
+            return {"spec_key": spec_key, "spec": json.loads(row[0]),
+                    "keys": json.loads(row[1]), "axes": json.loads(row[2]),
+                    "started": row[3], "finished": row[4]}
 
+    @_sql("reading the sweeps")
     def sweeps(self) -> list[dict[str, Any]]:
         """Every sweep run into this store, oldest first."""
         keys = [r[0] for r in self._db.execute("SELECT spec_key FROM sweeps ORDER BY started")]
         return [s for s in (self.sweep(k) for k in keys) if s is not None]
 
+    @_sql("recording a sweep")
     def begin_sweep(self, spec_key: str, spec: dict[str, Any], keys: Sequence[str],
                     axes: Sequence[dict[str, Any]]) -> None:
         """Record that a sweep starts (kept as it was if it ran before)."""
@@ -156,10 +216,12 @@ class Store:
                          (spec_key, json.dumps(spec), json.dumps(list(keys)),
                           json.dumps(list(axes)), time.time()))
 
+    @_sql("recording a sweep")
     def finish_sweep(self, spec_key: str) -> None:
         self._db.execute("UPDATE sweeps SET finished = ? WHERE spec_key = ? AND finished IS "
                          "NULL", (time.time(), spec_key))
 
+    @_sql("reading points")
     def missing(self, keys: Sequence[str]) -> list[str]:
         """Those of `keys` with no stored point, in order, once each."""
         have = set()
@@ -172,9 +234,22 @@ class Store:
         return [k for k in unique if k not in have]
 
 
-def _row(row: Sequence[Any]) -> dict[str, Any]:
-    report = None if row[7] is None else json.loads(zlib.decompress(row[7]).decode("utf-8"))
-    return {"key": row[0], "command": row[1], "args": json.loads(row[2]),
-            "axes": json.loads(row[3]), "config": json.loads(row[4]), "status": row[5],
-            "metrics": json.loads(row[6]), "report": report, "error": row[8],
-            "seconds": row[9], "emu_version": row[10], "created": row[11], "rowid": row[12]}
+@contextlib.contextmanager
+def _decoding(path: str, what: str) -> Iterator[None]:
+    """Turn a value of the store that does not decode into an input error naming it."""
+    try:
+        yield
+    except (ValueError, TypeError, zlib.error) as exc:  # JSON and UTF-8 errors are ValueErrors
+        raise InputError(f"store {path}: {what} is damaged ({type(exc).__name__}: {exc}); "
+                         f"remove the file or use another store") from None
+
+
+def _row(row: Sequence[Any], path: str) -> dict[str, Any]:
+    with _decoding(path, f"point {row[0]}"):
+        report = (None if row[7] is None
+                  else json.loads(zlib.decompress(row[7]).decode("utf-8")))
+        return {"key": row[0], "command": row[1], "args": json.loads(row[2]),
+                "axes": json.loads(row[3]), "config": json.loads(row[4]), "status": row[5],
+                "metrics": json.loads(row[6]), "report": report, "error": row[8],
+                "seconds": row[9], "emu_version": row[10], "created": row[11],
+                "rowid": row[12]}

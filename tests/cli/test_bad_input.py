@@ -32,6 +32,48 @@ DSP = ["dsp", "ping", "--trace", "{t}/out.json"]
 CV = ["dsp", "cv", "threshold", "--trace", "{t}/out.json", "-o", "{t}/out.png"]
 
 
+SWEEP_SPEC = """
+[scenario]
+command = "dsp"
+args = ["softmax", "--shape", "8,100"]
+metrics = { total = "total_ms" }
+
+[axes]
+mode = "grid"
+"vdsp.freq_hz" = ["400MHz", "1GHz"]
+"""
+SWEEP_SHOW = ["sweep", "show", "{t}/sweep.toml", "--store"]
+
+
+def _damaged_stores(folder):
+    """Stores of the sweep SWEEP_SPEC that hold its points, each damaged in one way."""
+    from emu.sweep import spec as spec_module
+    from emu.sweep.store import Store
+
+    spec = spec_module.load(folder / "sweep.toml")
+    keys = [p.key for p in spec.points]
+
+    def store(name, damage):
+        path = folder / name
+        with Store(path) as db:
+            db.begin_sweep(spec.key, {}, keys, [p.axes for p in spec.points])
+            db.finish_sweep(spec.key)
+            for key in keys:
+                db.put(key, command="dsp", args=[], axes={}, config={}, status="ok",
+                       metrics={"total": 1.0}, report={"total_ms": 1.0}, error=None,
+                       seconds=0.1)
+            db._db.execute(damage)
+        return path
+
+    store("badrow.sqlite", "UPDATE points SET metrics = '{bad' WHERE rowid = 1")
+    store("badreport.sqlite", "UPDATE points SET report = x'0102' WHERE rowid = 2")
+    store("badsweep.sqlite", "UPDATE sweeps SET keys = '[\"x'")
+    page = store("badpage.sqlite", "SELECT 1")
+    with open(page, "r+b") as f:  # the points table's root page: 4 KiB of garbage
+        f.seek(4096)
+        f.write(b"\xa5" * 4096)
+
+
 def _row(argv, needles, marks=()):
     return pytest.param(argv, needles, marks=marks)
 
@@ -128,6 +170,23 @@ BAD_INPUTS = {
     "cv-all-with-output": _row(["dsp", "cv", "--all", "-o", "{t}/x.png"], ["--all"]),
     "cv-options-before-cv": _row(["dsp", "--preset", "j5", "cv"], ["after `cv`"]),
     "cv-bad-config": _row([*CV, "--set", "vdsp.tcm.bank_bytes=-1"], ["vdsp.tcm.bank_bytes"]),
+    # Sweep stores: a damaged row, page or file is one line naming the store (and the
+    # point), for the commands that read a store back and for a run that finds points in it.
+    "store-damaged-row": _row([*SWEEP_SHOW, "{t}/badrow.sqlite"],
+                              ["store {t}/badrow.sqlite", "point", "is damaged"]),
+    "store-damaged-report": _row(["sweep", "export", "{t}/sweep.toml", "--store",
+                                  "{t}/badreport.sqlite", "-o", "{t}/out.csv"],
+                                 ["store {t}/badreport.sqlite", "point", "is damaged"]),
+    "store-damaged-sweep-record": _row(["sweep", "run", "{t}/sweep.toml", "--store",
+                                        "{t}/badsweep.sqlite"],
+                                       ["store {t}/badsweep.sqlite", "sweep", "is damaged"]),
+    "store-damaged-page": _row([*SWEEP_SHOW, "{t}/badpage.sqlite"],
+                               ["store {t}/badpage.sqlite", "damaged"]),
+    "store-not-sqlite": _row([*SWEEP_SHOW, "{t}/broken.toml"],
+                             ["store {t}/broken.toml", "not a usable SQLite store"]),
+    "store-empty-file": _row([*SWEEP_SHOW, "{t}/file"], ["store {t}/file", "SQLite"]),
+    "store-missing": _row([*SWEEP_SHOW, "{t}/nothing.sqlite"],
+                          ["store {t}/nothing.sqlite", "no such file"]),
     "shape-times-rpcs-beyond-the-pool": _row(
         ["dsp", "quantize", "--shape", "512,1024", "--rpcs", "2", "--set",
          "mem.pool_bytes=4MiB"], ["--shape", "--rpcs 2", "mem.pool_bytes"]),
@@ -152,6 +211,8 @@ def tree(tmp_path):
     (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 30)
     (tmp_path / "grey.pgm").write_bytes(b"P5\n8 8\n255\n" + bytes(range(64)))
     (tmp_path / "model.onnx").write_bytes(b"not read: the output is refused first")
+    (tmp_path / "sweep.toml").write_text(SWEEP_SPEC)
+    _damaged_stores(tmp_path)
     yield tmp_path
     (tmp_path / "readonly").chmod(0o755)
 

@@ -168,6 +168,25 @@ def test_fc_pack_reorders_to_device_layout(dims: tuple[int, int, int, int, int, 
                                   w.view(np.uint16))
 
 
+def test_the_size_query_counts_what_the_layout_places() -> None:
+    # conv_weights_size answers without placing the weights (a layer of 65535 x 65535
+    # channels must be refused, not built); the layout's own size comes from its offsets.
+    from emu.dv.packing import _ConvMap
+    for kx in range(1, 8):
+        for ky in range(1, 8):
+            for n_channels in (1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 130):
+                for n_kernels in (1, 7, 8, 9, 17):
+                    for quantised in (False, True):
+                        for prelu in (False, True):
+                            args = (n_channels, kx, ky, n_kernels, quantised, prelu)
+                            assert conv_weights_size(*args) == _ConvMap(*args).size, args
+    with pytest.raises(InputError, match=r"input channels must be 1\.\.65535"):
+        conv_weights_size(65536, 3, 3, 1, False)
+    with pytest.raises(InputError, match=r"output channels must be 1\.\.65535"):
+        dil_weights_size(1, 3, 3, 65536, False)
+    assert conv_weights_size(65535, 7, 7, 65535, False) > 1 << 39  # answered, not built
+
+
 def test_fc_sizes() -> None:
     assert fc_weights_size(3, 1, 1, 5, 1, 1, False) == 32 + 16
     assert fc_weights_size(3, 1, 1, 5, 1, 1, True) == 512 + 16 + 16

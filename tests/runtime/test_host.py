@@ -197,6 +197,28 @@ def test_run_from_a_thread_and_spawn_on_a_closed_session_are_refused():
         s.spawn(print)
 
 
+def test_a_session_closed_from_its_own_host_thread_refuses_and_runs_on():
+    # A thread cannot end the loop that runs it: close() there raises WrongThread, which
+    # fails that thread only; the session finishes the others and closes afterwards.
+    s = emu.Session()
+    done = []
+
+    def closes_its_session():
+        s.close()
+
+    def sleeper():
+        done.append(s.now_ps)  # a thread of the same session goes on after the refusal
+
+    s.spawn(closes_its_session, name="closer")
+    s.spawn(sleeper, name="sleeper")
+    with pytest.raises(HostThreadError, match=r"'closer' failed: WrongThread: session \d+: "
+                                              r"close\(\) called from inside its own"):
+        s.run()
+    assert not s.closed and done == [0]
+    s.close()
+    assert s.closed
+
+
 def test_another_os_thread_is_refused():
     s = emu.Session()
     caught = []

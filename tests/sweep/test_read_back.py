@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 import pytest
 
@@ -99,3 +100,45 @@ def test_bad_read_back_requests_exit_2_with_one_line(swept, capsys, tmp_path, ar
     code, out, err = _run(capsys, "sweep", *words)
     assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
     assert not (tmp_path / "x.png").exists() and not (tmp_path / "x.gif").exists()
+
+
+def test_a_store_the_user_may_not_write_is_read_and_left_as_it_was(swept, capsys,
+                                                                      monkeypatch):
+    # Permission bits do not stop root (these tests may run as root), so the store's
+    # os.access answers "not writable" here: it is opened read-only, and the -wal and -shm
+    # files SQLite makes for a read-only reader of a WAL store are removed after.
+    from emu.sweep import store as store_module
+
+    spec, rows = swept
+    path = spec.with_suffix(".sqlite")
+    before = sorted(p.name for p in path.parent.iterdir())
+    real_access = os.access
+    monkeypatch.setattr(store_module.os, "access",
+                        lambda p, mode: False if str(p) == str(path) else real_access(p, mode))
+    code, out, err = _run(capsys, "sweep", "show", str(spec), "--json")
+    assert code == 0, err
+    assert [p["total"] for p in json.loads(out)["points"]] == [r["metrics"]["total"]
+                                                               for r in rows]
+    assert sorted(p.name for p in path.parent.iterdir()) == before
+
+
+def test_a_store_that_cannot_be_written_fails_the_run_in_one_line(swept, write_spec, capsys,
+                                                                  monkeypatch):
+    # A new point to store, into a store SQLite may only read (as on a read-only disk).
+    from emu.sweep import store as store_module
+
+    spec, _ = swept
+    path = spec.with_suffix(".sqlite")
+    more = write_spec(SPEC.replace('["400MHz", "1GHz"]', '["400MHz", "1GHz", "800MHz"]'),
+                      "more.toml")
+    real_connect = store_module.sqlite3.connect
+
+    def read_only(target, **options):
+        if str(target) != str(path):
+            return real_connect(target, **options)
+        return real_connect(path.resolve().as_uri() + "?mode=ro", uri=True, **options)
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", read_only)
+    code, out, err = _run(capsys, "sweep", "run", str(more), "--store", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"store {path}" in err and "read-only" in err, err

@@ -237,6 +237,24 @@ def test_bad_images_and_parameters_return_invalid_argument_and_say_why(change, n
     assert needle in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("kernel", [
+    None, 3.0, "abcdefghijklmnopqrstuvwxy", [[1.0] * 5] * 5, [1.0] * 24, [1.0] * 24 + [None],
+    [1.0] * 24 + [True], [1.0] * 24 + [float("inf")], np.ones((5, 5)),
+], ids=["None", "number", "string", "nested", "short", "a None", "a bool", "inf", "2-D"])
+def test_a_list_parameter_that_is_no_list_of_numbers_is_an_invalid_argument(kernel, capfd):
+    img = gray(48, 70)
+    with Session("j5") as sess:
+        src, dst = _image(sess, img), _image(sess, np.zeros_like(img))
+        param = hbdsp_cv.hbDSPFilter2DParam()
+        param.kernel = kernel
+        live = sess.soc.pool.live_buffers
+        rc, task = hbdsp_cv.hbDSPFilter2D(src, dst, param, hbdsp.hbDSPRpcCtrlParam())
+        assert (rc, task) == (hbdsp.HB_DSP_INVALID_ARGUMENT, None)
+        assert sess.soc.pool.live_buffers == live
+    err = capfd.readouterr().err
+    assert "filter2d: kernel needs a list of 25 finite numbers" in err and err.count("\n") == 1
+
+
 def test_a_call_from_another_thread_is_refused():
     import threading
 

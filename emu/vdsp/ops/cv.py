@@ -118,9 +118,14 @@ class Param:
         not one or is out of bounds."""
         where = f"{what}: {self.name}"
         if self.kind == "reals":
+            message = f"{where} needs a list of {self.count} finite numbers, got {_brief(value)}"
+            if not isinstance(value, list | tuple | np.ndarray) or any(
+                    isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.number)
+                    for v in value):
+                raise ValueError(message)  # None, a number, a string, nested lists
             values = tuple(float(v) for v in value)
             if len(values) != self.count or not all(np.isfinite(values)):
-                raise ValueError(f"{where} needs {self.count} finite numbers, got {value!r}")
+                raise ValueError(message)
             return values
         if self.kind in ("int", "choice"):
             if isinstance(value, bool) or not isinstance(value, int | np.integer):
@@ -138,6 +143,15 @@ class Param:
         if not self.low <= value <= self.high:
             raise ValueError(f"{where} = {value} is outside {self.low:g}..{self.high:g}")
         return value
+
+
+def _brief(value: Any) -> str:
+    """`value` for a one-line message: an array by its shape, anything else by a repr cut
+    to 60 characters."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 Values = Mapping[str, Any]

@@ -19,6 +19,16 @@ from emu.errors import InputError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PICTURE_SUFFIXES = (".png", ".pgm", ".ppm", ".pnm", ".jpg", ".jpeg")
+MAX_PIXELS = 1 << 26
+"""The largest picture read, in pixels (8192 x 8192: four 8K frames). Checked against the
+header before anything is decoded, so a small file declaring a huge image (a decompression
+bomb) is refused at once."""
+
+
+def _check_pixels(width: int, height: int, where: str, kind: str) -> None:
+    if width * height > MAX_PIXELS:
+        raise InputError(f"{where}: {kind} of {width}x{height} = {width * height:,} pixels; "
+                         f"emu reads at most {MAX_PIXELS:,} (8192 x 8192)")
 
 
 def _chunks(data: bytes, where: str) -> list[tuple[bytes, bytes]]:
@@ -90,10 +100,17 @@ def read_png(data: bytes, where: str) -> npt.NDArray[np.uint8]:
                          f"{interlace}; only 8-bit grey/RGB(A), not interlaced, is read")
     if not 1 <= width <= 1 << 15 or not 1 <= height <= 1 << 15:
         raise InputError(f"{where}: PNG of {width}x{height}; sides must be 1..32768")
-    try:
-        raw = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    _check_pixels(width, height, where, "PNG")
+    size = height * (1 + width * channels)  # each row: its filter byte, then its samples
+    inflate = zlib.decompressobj()
+    try:  # no more than the header's size is ever inflated
+        raw = inflate.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"),
+                                 size + 1)
     except zlib.error as exc:
         raise InputError(f"{where}: PNG image data does not decompress: {exc}") from None
+    if len(raw) > size or inflate.unconsumed_tail:
+        raise InputError(f"{where}: PNG image data holds more than its {width}x{height} "
+                         f"pixels")
     pixels = _unfilter(raw, height, width * channels, channels, where)
     pixels = pixels.reshape(height, width, channels)
     if channels in (2, 4):
@@ -127,6 +144,7 @@ def read_pnm(path: str, data: bytes) -> np.ndarray:
         raise InputError(f"{path}: malformed PGM/PPM header") from None
     if maxval != 255 or width <= 0 or height <= 0:
         raise InputError(f"{path}: only 8-bit PGM/PPM images (maxval 255) are read")
+    _check_pixels(width, height, path, "PGM/PPM image")
     channels = 3 if fields[0] == b"P6" else 1
     size = width * height * channels
     if len(data) - pos < size:
@@ -163,7 +181,8 @@ def _read_jpeg(data: bytes, where: str) -> npt.NDArray[np.uint8]:
         raise InputError(f"{where}: reading JPEG needs Pillow: pip install 'emu[images]'"
                          ) from None
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data)) as image:  # reads the header only
+            _check_pixels(*image.size, where, "JPEG")
             converted = image.convert("L" if image.mode in ("1", "L", "I;16") else "RGB")
             return np.asarray(converted, np.uint8).copy()
     except (UnidentifiedImageError, OSError, ValueError) as exc:

@@ -200,6 +200,21 @@ def _attr(value: Any) -> Any:
     return value
 
 
+MAX_TENSOR_BYTES = 1 << 30
+"""The largest tensor a model may declare: the J5 preset's whole ION pool (`mem.pool_bytes`,
+1 GiB), where hbDNN keeps a model's tensors. Checked on the shapes before anything is made,
+so a few bytes of ONNX declaring a 32768 x 32768 input are refused, not allocated."""
+
+
+def _check_sizes(tensors: dict[str, Tensor], where: str) -> None:
+    for t in tensors.values():
+        nbytes = math.prod(t.shape) * np.dtype(t.dtype).itemsize
+        if nbytes > MAX_TENSOR_BYTES:
+            raise InputError(f"{where}: tensor {t.name!r} of shape {t.shape} {t.dtype} takes "
+                             f"{nbytes:,} B; emu compiles tensors of up to "
+                             f"{MAX_TENSOR_BYTES:,} B (the J5's 1 GiB ION pool)")
+
+
 def _convert(model: onnx.ModelProto, where: str, opset: int) -> Graph:
     g = model.graph
     tensors: dict[str, Tensor] = {}
@@ -214,6 +229,7 @@ def _convert(model: onnx.ModelProto, where: str, opset: int) -> Graph:
             continue
         tensors[info.name] = Tensor(info.name, tuple(d.dim_value for d in tt.shape.dim),
                                     _dtype(tt.elem_type, info.name, where))
+    _check_sizes(tensors, where)
     nodes = []
     for k, proto in enumerate(g.node):
         for name in proto.output:

@@ -76,6 +76,11 @@ def run_perf_session(model_file: str | Path, model_name: str | None, threads: in
         if rc != hbdnn.HB_DNN_SUCCESS:
             raise InputError(f"--model-name {model_name}: {model_file} has {', '.join(names)}")
         assert dnn is not None
+        if dnn.model.options.get("input_source", "ddr") == "resizer":
+            raise InputError(f"{model_file}: model {model_name} takes its input from the "
+                             f"resizer (hbDNNRoiInfer, regions of larger images); emu perf "
+                             f"times hbDNNInfer: compile it with --input-source ddr to time "
+                             f"the network")
         latencies: list[int] = []
         tasks: list[hbdnn.hbDNNTask] = []
         first_submit = [-1]

@@ -74,6 +74,50 @@ def _damaged_stores(folder):
         f.write(b"\xa5" * 4096)
 
 
+def _png_header_only(width, height):
+    """A PNG of a few bytes declaring a grey image of `width` x `height` (a decompression
+    bomb's header: its data would inflate to the declared size)."""
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body)))
+
+    return (b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b""))
+
+
+def _relu_model(side):
+    """The bytes of an ONNX model whose one Relu takes a (1, 3, side, side) float input."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, side, side])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, side, side])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return model.SerializeToString()
+
+
+def _external_outside_model():
+    """An ONNX model whose weights are said to be in an external file outside its folder
+    (../file, the fixture's regular file)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="../file")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x], [y],
+                              [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return model.SerializeToString()
+
+
 def _row(argv, needles, marks=()):
     return pytest.param(argv, needles, marks=marks)
 
@@ -187,6 +231,15 @@ BAD_INPUTS = {
     "store-empty-file": _row([*SWEEP_SHOW, "{t}/file"], ["store {t}/file", "SQLite"]),
     "store-missing": _row([*SWEEP_SHOW, "{t}/nothing.sqlite"],
                           ["store {t}/nothing.sqlite", "no such file"]),
+    # Sizes declared in a file's header are checked before anything is decoded or made.
+    "cv-png-bomb": _row([*CV[:3], "--input", "{t}/bomb.png", "-o", "{t}/out.png"],
+                        ["{t}/bomb.png", "30000x30000", "pixels"]),
+    "compile-huge-declared-input": _row(["compile", "{t}/huge.onnx", "-o", "{t}/huge.hbm"],
+                                        ["{t}/huge.onnx", "tensor 'x'", "1 GiB"]),
+    "compile-external-data-outside": _row(["compile", "{t}/sub/outside.onnx", "-o",
+                                           "{t}/outside.hbm"],
+                                          ["{t}/sub/outside.onnx", "external data",
+                                           "outside"]),
     "shape-times-rpcs-beyond-the-pool": _row(
         ["dsp", "quantize", "--shape", "512,1024", "--rpcs", "2", "--set",
          "mem.pool_bytes=4MiB"], ["--shape", "--rpcs 2", "mem.pool_bytes"]),
@@ -212,6 +265,10 @@ def tree(tmp_path):
     (tmp_path / "grey.pgm").write_bytes(b"P5\n8 8\n255\n" + bytes(range(64)))
     (tmp_path / "model.onnx").write_bytes(b"not read: the output is refused first")
     (tmp_path / "sweep.toml").write_text(SWEEP_SPEC)
+    (tmp_path / "bomb.png").write_bytes(_png_header_only(30000, 30000))
+    (tmp_path / "huge.onnx").write_bytes(_relu_model(32768))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "outside.onnx").write_bytes(_external_outside_model())
     _damaged_stores(tmp_path)
     yield tmp_path
     (tmp_path / "readonly").chmod(0o755)

@@ -141,3 +141,35 @@ def test_zoo_networks_calibrated_on_photos_match_onnxruntime_on_other_photos(tmp
         for output, want in zip(names, session.run(names, feeds), strict=True):
             centre = float(np.mean(want))
             assert execute.cosine_similarity(got[output] - centre, want - centre) >= 0.99
+
+
+def _png(width: int, height: int, idat: bytes) -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body)))
+
+    return (imagefiles.PNG_MAGIC
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+
+
+def test_pictures_past_the_pixel_bound_or_their_declared_size_are_refused_unread():
+    import zlib
+
+    # A header declaring more pixels than emu reads, whatever the data.
+    side = 8193
+    with pytest.raises(InputError, match=r"8193x8193 = 67,125,249 pixels; emu reads at most"):
+        imagefiles.read_png(_png(side, side, zlib.compress(b"\0" * 16)), "big.png")
+    # A 16 x 16 grey image whose data inflates to 64 MiB: only its size is inflated.
+    bomb = _png(16, 16, zlib.compress(b"\0" * (64 << 20), 1))
+    assert len(bomb) < 1 << 20
+    with pytest.raises(InputError, match="holds more than its 16x16 pixels"):
+        imagefiles.read_png(bomb, "bomb.png")
+    # The same header with exactly its data reads.
+    exact = _png(16, 16, zlib.compress(bytes(16 * 17)))
+    assert imagefiles.read_png(exact, "ok.png").shape == (16, 16)
+    with pytest.raises(InputError, match="PGM/PPM image of 9000x9000"):
+        imagefiles.read_pnm("big.pgm", b"P5\n9000 9000\n255\n")

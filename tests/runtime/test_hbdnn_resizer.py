@@ -172,3 +172,15 @@ def test_the_input_source_option_is_checked():
         compiler.CompileOptions(input_source="resizer")
     with pytest.raises(Exception, match="--input-source camera"):
         compiler.CompileOptions(input_type="nv12", input_source="camera")
+
+
+def test_emu_perf_refuses_a_resizer_model_in_one_line(roi_model, capsys):
+    # emu perf submits hbDNNInfer, which a resizer-input model refuses; it says so before
+    # any frame instead of failing inside a worker thread.
+    from emu.cli.main import main
+
+    path, _ = roi_model
+    code = main(["perf", str(path), "--model-name", "roi"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "model roi takes its input from the resizer" in err and "--input-source ddr" in err

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from emu.errors import InputError
+from emu.files import remove_leftovers, temporary_prefix
 
 _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
           (stat.S_ISREG, "a regular file"), (stat.S_ISCHR, "a character device"),
@@ -131,7 +132,8 @@ def refuse_special(target: Path) -> None:
 def staged_folder(target: Path) -> Iterator[Path]:
     """A new temporary folder next to `target`, renamed to `target` when the block ends
     normally and removed with its contents when it raises (or is interrupted)."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    remove_leftovers(target)  # staging folders of killed runs
+    staging = Path(tempfile.mkdtemp(prefix=temporary_prefix(target), dir=target.parent))
     try:
         yield staging
         os.chmod(staging, 0o755)  # mkdtemp makes it private; the output is an ordinary folder

@@ -445,3 +445,36 @@ def test_a_closed_stdout_in_process_returns_141_silently(monkeypatch, capsys):
     monkeypatch.undo()
     assert code == 141
     assert capsys.readouterr().err == ""
+
+
+def test_a_write_killed_with_sigkill_leaves_a_temporary_the_next_write_removes(tmp_path):
+    # A process killed between writing its temporary and renaming it cannot clean up; the
+    # next write of the same output removes what dead processes left, not what live ones
+    # are writing, and not other hidden files.
+    target = tmp_path / "out.json"
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, sys, time\n"
+         "import emu.files as f\n"
+         "f.os = type('Stuck', (), {'__getattr__': lambda s, n: getattr(os, n),\n"
+         "    'replace': staticmethod(lambda a, b: (print('written', flush=True),\n"
+         "                                          time.sleep(600)))})()\n"
+         f"f.replace_file({str(target)!r}, 'x' * 100000)\n"],
+        stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    with child.stdout:
+        assert child.stdout.readline() == "written\n"
+        child.kill()
+        child.wait()
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(f".out.json.emu-{child.pid}-"), left
+    live = tmp_path / f".out.json.emu-{os.getpid()}-mine"  # a writer still running
+    live.write_text("in progress")
+    other = tmp_path / ".out.json.swp"
+    other.write_text("not emu's")
+    staged = tmp_path / f".out.json.emu-{child.pid}-dir"  # a killed dump's staging folder
+    (staged / "frame").mkdir(parents=True)
+    write_atomic(target, "{}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["out.json", live.name, other.name])
+    assert target.read_text() == "{}\n"

@@ -136,10 +136,18 @@ def parser(command: Command, args: argparse.Namespace | None = None,
     return built
 
 
+_PARSERS: dict[int, tuple[Command, argparse.ArgumentParser]] = {}
+"""Each command's parser once made (by the command's identity; a parser keeps nothing
+from one parse to the next): a sweep parses every point's arguments."""
+
+
 def parse_args(command: Command, words: list[str]) -> argparse.Namespace:
     """`words` (what follows the command's name) parsed and checked for form."""
     if command.more_options is None:
-        args = parser(command).parse_args(words)
+        made = _PARSERS.get(id(command))
+        if made is None or made[0] is not command:
+            made = _PARSERS[id(command)] = (command, parser(command))
+        args = made[1].parse_args(words)
     else:
         # Options that depend on what is given (`dsp cv OP`): a first pass without --help
         # finds it, the second parses everything with them.

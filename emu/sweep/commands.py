@@ -95,13 +95,13 @@ def _store(args: argparse.Namespace) -> Path:
     return Path(args.store) if args.store else Path(args.spec).with_suffix(".sqlite")
 
 
-def _spec(args: argparse.Namespace) -> Any:
+def _spec(args: argparse.Namespace, progress: Progress | None = None) -> Any:
     """The sweep spec `args` name, loaded and checked once (`base_hardware` reads it before
-    `run_work` does: expanding a large spec resolves every point)."""
+    `run_work` does: expanding a large spec resolves every point), telling `progress`."""
     if getattr(args, "loaded_spec", None) is None:
         from emu.sweep import spec as spec_module
 
-        args.loaded_spec = spec_module.load(args.spec)
+        args.loaded_spec = spec_module.load(args.spec, progress)
     return args.loaded_spec
 
 
@@ -192,10 +192,11 @@ def run_text(report: Report) -> str:
         f"{len(points)} points, {len(from_store)} from the store; store {report['store']}"])
 
 
-def _stored_rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], Path]:
+def _stored_rows(args: argparse.Namespace, progress: Progress | None
+                 ) -> tuple[Any, list[dict[str, Any]], Path]:
     import emu.sweep
 
-    spec = _spec(args)
+    spec = _spec(args, progress)
     store = _store(args)
     return spec, emu.sweep.stored(spec, store), store
 
@@ -203,7 +204,7 @@ def _stored_rows(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], P
 def show_work(resolved: Any, args: argparse.Namespace, progress: Progress | None) -> Outcome:
     from emu.sweep import outputs
 
-    spec, rows, store = _stored_rows(args)
+    spec, rows, store = _stored_rows(args, progress)
     columns, values = outputs.records(rows, args.columns)
     return Outcome({"spec": spec.where, "store": str(store), "columns": columns,
                     "points": [dict(zip(columns, line, strict=True)) for line in values]})
@@ -231,7 +232,7 @@ def export_work(resolved: Any, args: argparse.Namespace, progress: Progress | No
     from emu.sweep import outputs
 
     target = _target(args, (".csv", ".parquet"))
-    _, rows, _ = _stored_rows(args)
+    _, rows, _ = _stored_rows(args, progress)
     if target.suffix.lower() == ".csv":
         outputs.write_csv(rows, target, args.columns)
     else:
@@ -249,7 +250,7 @@ def plot_work(resolved: Any, args: argparse.Namespace, progress: Progress | None
     missing = [f"--{n}" for n in CHART_NEEDS[args.kind] if getattr(args, n) is None]
     if missing:
         raise InputError(f"plot {args.kind}: needs {', '.join(missing)}")
-    spec, stored, _ = _stored_rows(args)
+    spec, stored, _ = _stored_rows(args, progress)
     rows = outputs.select(stored, dict(args.where))
     title = f"{spec.command} {' '.join(spec.args)}".strip()
     if args.kind == "line":
@@ -303,19 +304,21 @@ SWEEP_RUN = register(Command(
 SWEEP_SHOW = register(Command(
     "sweep show", "a sweep's points as its store holds them",
     "Print a sweep's points from its store (nothing runs; points not stored show as "
-    "missing).", SHOW_OPTIONS, show_work, show_text, hardware=False))
+    "missing).", SHOW_OPTIONS, show_work, show_text, hardware=False, progress=True,
+    label=lambda args: "sweep show"))
 
 SWEEP_EXPORT = register(Command(
     "sweep export", "a sweep's points as CSV or Parquet",
     "Write a sweep's stored points as CSV (.csv) or Parquet (.parquet, needs pyarrow).",
-    EXPORT_OPTIONS, export_work, wrote_text, hardware=False, outputs=("-o", "--output")))
+    EXPORT_OPTIONS, export_work, wrote_text, hardware=False, outputs=("-o", "--output"),
+    progress=True, label=lambda args: "sweep export"))
 
 SWEEP_PLOT = register(Command(
     "sweep plot", "a chart of a sweep's points (PNG or SVG)",
     "Draw a sweep's stored points: `line` (a metric against one axis, one line per value of "
     "another), `heatmap` (a metric over two axes), `pareto` (two metrics and their Pareto "
     "front).", PLOT_OPTIONS, plot_work, wrote_text, hardware=False,
-    outputs=("-o", "--output")))
+    outputs=("-o", "--output"), progress=True, label=lambda args: "sweep plot"))
 
 
 COMPARE = register(Command(

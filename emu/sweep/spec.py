@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emu.commands import Progress
 from emu.errors import ConfigError, InputError
 from emu.sweep.runner import point_key
 
@@ -126,8 +127,10 @@ class Spec:
         return hashlib.sha256("\n".join(p.key for p in self.points).encode()).hexdigest()
 
 
-def load(path: str | Path) -> Spec:
-    """Read and check the spec file at `path` (TOML)."""
+def load(path: str | Path, progress: Progress | None = None) -> Spec:
+    """Read and check the spec file at `path` (TOML); `progress(done, total, what)` hears
+    how far the check of its points has come (every point's configuration is resolved:
+    about a minute for 100,000 points)."""
     where = str(path)
     try:
         with Path(path).open("rb") as fh:
@@ -142,10 +145,11 @@ def load(path: str | Path) -> Spec:
         raise InputError(f"{where}: not valid TOML ({exc})") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
-    return parse(data, where, base=Path(path).resolve().parent)
+    return parse(data, where, base=Path(path).resolve().parent, progress=progress)
 
 
-def parse(data: Mapping[str, Any], where: str = "spec", base: Path | None = None) -> Spec:
+def parse(data: Mapping[str, Any], where: str = "spec", base: Path | None = None,
+          progress: Progress | None = None) -> Spec:
     """Check a spec given as data (what `tomllib` reads) and expand its points.
 
     `where` names the spec in error messages; a relative `hardware.config` path is taken
@@ -215,7 +219,7 @@ def parse(data: Mapping[str, Any], where: str = "spec", base: Path | None = None
     spec = Spec(where, command, tuple(args), {str(k): str(v) for k, v in metrics.items()},
                 preset, config_file, config_text, tuple(base_set), mode, samples, seed,
                 method, axes)
-    return _with_points(spec)
+    return _with_points(spec, progress)
 
 
 def resolve_metric(report: Any, path: str) -> Any:
@@ -464,12 +468,19 @@ def with_option(args: Sequence[str], flag: str, value: Any) -> list[str]:
     return [*out, flag, text]
 
 
-def _with_points(spec: Spec) -> Spec:
+PROGRESS_EVERY = 1000
+"""Points checked between two progress reports."""
+
+
+def _with_points(spec: Spec, progress: Progress | None = None) -> Spec:
     from emu.soc.config import load_config
 
     command = sweepable()[spec.command]
     points = []
-    for index, combo in enumerate(_combinations(spec)):
+    combinations = _combinations(spec)
+    for index, combo in enumerate(combinations):
+        if progress is not None and index % PROGRESS_EVERY == 0 and index:
+            progress(index, len(combinations), "points checked")
         label = ", ".join(f"{k}={v}" for k, v in combo.items()) or "the only point"
         at = f"{spec.where}: point {index + 1} ({label})"
         args = list(spec.args)

@@ -79,7 +79,8 @@ def test_sweep_run_reads_and_expands_its_spec_once(write_spec, monkeypatch, caps
                       'metrics = { t = "total_ms" }\n[axes]\n"--shape" = ["8,100"]\n')
     loads = []
     real = spec_module.load
-    monkeypatch.setattr(spec_module, "load", lambda where: loads.append(where) or real(where))
+    monkeypatch.setattr(spec_module, "load", lambda where, progress=None:
+                        loads.append(where) or real(where, progress))
     assert main(["sweep", "run", str(path), "--json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["points"][0]["status"] == "ok"
     assert loads == [str(path)]

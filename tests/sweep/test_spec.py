@@ -186,3 +186,16 @@ def test_declared_report_paths_exist_in_the_real_report(name, tmp_path, capsys):
     missing = [p for p in spec_module.report_paths(command)
                if not _expand(report, p.split("."))]
     assert not missing, f"{name}: declared paths not in the report: {missing}"
+
+
+def test_checking_a_large_spec_tells_progress_every_thousand_points(tmp_path):
+    # Every point's configuration is resolved to key it (a 100,000-point spec takes about
+    # a minute): `sweep show` and the others hear how far the check has come.
+    path = tmp_path / "big.toml"
+    path.write_text('[scenario]\ncommand = "dsp"\nargs = ["softmax"]\n'
+                    'metrics = { total = "total_ms" }\n[axes]\nmode = "grid"\n'
+                    f'"--seed" = {list(range(1, 1051))}\n"--rpcs" = [1, 2]\n')
+    heard = []
+    spec = spec_module.load(path, lambda done, total, what: heard.append((done, total, what)))
+    assert len(spec.points) == 2100
+    assert heard == [(1000, 2100, "points checked"), (2000, 2100, "points checked")]

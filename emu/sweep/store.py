@@ -131,6 +131,9 @@ class Store:
         except sqlite3.DatabaseError as exc:
             self.close()
             raise InputError(f"{where}: not a usable SQLite store ({exc})") from None
+        except BaseException:  # a refusal above: the connection goes too
+            self.close()
+            raise
 
     def _connect(self, read_only: bool) -> sqlite3.Connection:
         """A connection; read-only through SQLite's URI when the user may not write the

@@ -257,6 +257,8 @@ def from_packed(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
         for name, t in meta["tensors"].items():
             value = arrays[t["value"]] if "value" in t else None
             shape = tuple(int(s) for s in t["shape"])
+            if any(s < 0 for s in shape):
+                raise InputError(f"graph: tensor {name!r} has shape {shape}")
             if t.get("elided"):
                 value = np.broadcast_to(np.zeros((), np.dtype(t["dtype"])), shape)
             if value is not None and value.shape != shape:

@@ -211,7 +211,17 @@ def _packed(sess: session.Session, models: list[CompiledModel]) -> tuple[int, An
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         return HB_DNN_INVALID_MODEL, None
-    return HB_DNN_SUCCESS, hbPackedDNNHandle(sess, models)
+    packed = hbPackedDNNHandle(sess, models)
+    for handle in packed.handles.values():
+        try:  # the whole model is worked out now, so a file whose description cannot be
+            # run is refused here rather than failing a later query, inference or task
+            handle.plan()
+            for name in (*handle.model.graph.inputs, *handle.model.graph.outputs):
+                if handle.described(name).alignedByteSize <= 0:
+                    return HB_DNN_INVALID_MODEL, None
+        except Exception:  # a file is untrusted input: whatever its description breaks
+            return HB_DNN_INVALID_MODEL, None
+    return HB_DNN_SUCCESS, packed
 
 
 @_api((HB_DNN_WRONG_THREAD, None))

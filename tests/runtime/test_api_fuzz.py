@@ -1,11 +1,15 @@
 """Random valid and invalid calls of the C-named runtime APIs from several host threads.
 
 The contract (spec/contracts.md, "Python runtime APIs"): every C-named function returns a
-status code, never raises, and misuse changes nothing. A state machine posts hbSys, hbDSP and
-remoteproc calls to worker host threads of one session, lets simulated time pass so that they
-interleave (one thread blocked in a wait while others allocate, write or free), and after
-every step checks the pool's accounting and placement, the bytes of every buffer and the
-output of every finished RPC against a model of what the calls must have done.
+status code, never raises, and misuse changes nothing. Besides hbSys, hbDSP (softmax and
+ping RPCs, and raw CV calls whose source image other steps may free while the DSP reads it)
+and remoteproc, the workers load crafted model files through hbDNN and release them.
+
+A state machine posts these calls to worker host threads of one session, lets simulated
+time pass so that they interleave (one thread blocked in a wait while others allocate, write
+or free), and after every step checks the pool's accounting and placement, the bytes of
+every buffer and the output of every finished RPC against a model of what the calls must
+have done.
 
 Calls in flight together must have one right answer, so the model posts a call that writes or
 frees a buffer only when no other call or RPC uses that buffer. The deliberate exception is
@@ -18,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +43,7 @@ from hypothesis.stateful import (
 )
 
 import emu
-from emu.runtime import session
+from emu.runtime import hbdnn, session
 from emu.runtime.hbdsp import (
     HB_DSP_CORE_0,
     HB_DSP_CORE_1,
@@ -76,7 +82,7 @@ from emu.runtime.hbsys import (
     hbSysWriteMem,
 )
 from emu.runtime.remoteproc import RPROC_INVALID_ARGUMENT, rproc_set_state, rproc_state
-from emu.vdsp.ops import nn
+from emu.vdsp.ops import cv, image_args, nn
 from emu.vdsp.ops.framework import CMD_PING
 from emu.vdsp.ops.tensor_args import HEADER_WORDS, MAGIC, TYPE_F32, pack
 from tests.vdsp import nn_reference as ref
@@ -232,13 +238,37 @@ class Rpc(Terse):
     out: Buf
     cores: list[int]  # the DSP cores it may run on
     want: np.ndarray | None  # the softmax it must write; None: it leaves its output alone
-    fails: bool
+    fails: bool | None  # None: either (a raw CV call reading an image it does not pin)
     handle: hbDSPTask | None = None  # once hbDSPRpc has returned it
     checked: bool = False  # its output, once its task had finished
     released: bool = False
 
     def __repr__(self) -> str:
         return f"<rpc {self.inp!r} -> {self.out!r}, {self.handle!r}>"
+
+
+CV_SIDE = 8  # the raw CV calls' images: 8 x 8 grey
+
+
+@functools.cache
+def _base_model() -> Any:
+    from tests.runtime.test_crafted_models import base_model
+
+    return base_model()
+
+
+def crafted_model(seed: int) -> bytes:
+    """A crafted model file's bytes (the seed picks the changes)."""
+    from tests.runtime.test_crafted_models import crafted
+
+    return crafted(_base_model(), random.Random(seed))
+
+
+def _finished(rpc: Rpc) -> tuple[int, ...]:
+    """What a wait for the finished task of `rpc` may return."""
+    if rpc.fails is None:
+        return HB_DSP_SUCCESS, HB_DSP_TASK_FAILED
+    return (HB_DSP_TASK_FAILED,) if rpc.fails else (HB_DSP_SUCCESS,)
 
 
 def serve(mailbox: simpy.Store) -> None:
@@ -401,6 +431,10 @@ class ApiMachine(RuleBasedStateMachine):
                 continue
             rpc.checked = True
             out = rpc.out
+            if rpc.fails is None:  # whatever it read, its output is now what it wrote
+                out.contents[:] = out.view
+                out.softmax_input = None
+                continue
             assert rpc.handle.task.failed == rpc.fails, f"{rpc}: {rpc.handle.error}"
             if rpc.want is not None:
                 n = 4 * rpc.want.size
@@ -756,6 +790,71 @@ class ApiMachine(RuleBasedStateMachine):
             self.post(worker, lambda: self.waited(rpc, rpc.handle, timeout), data)
 
     @rule(data=st.data())
+    def cv_rpc(self, data: st.DataObject) -> None:
+        """A raw CV call (threshold) built by hand: its argument block written into an idle
+        buffer, its 8 x 8 source image any live buffer, which the call does not pin, so that
+        other rules may free or reuse it while the DSP reads it: the task then fails (or reads
+        whatever is there now), and the core goes on."""
+        worker = data.draw(WORKER, label="worker")
+        idle = [b for b in self.bufs if self.idle(b)]
+        blocks = [b for b in idle if b.size >= image_args.ARGS_BYTES]
+        blk = self.pick(data, "argument block", blocks)
+        outs = [b for b in idle if b is not blk and b.size >= CV_SIDE * CV_SIDE]
+        out = self.pick(data, "output image", outs)
+        sources = [b for b in self.bufs if b.size >= CV_SIDE * CV_SIDE]
+        src = self.pick(data, "source image", sources)
+        if blk is None or out is None or src is None:
+            return
+        op = cv.cv_operator("threshold")
+        assert op is not None
+        image = lambda buf: image_args.Image(  # noqa: E731
+            CV_SIDE, CV_SIDE, 1, image_args.TYPE_U8, CV_SIDE, buf.phys)
+        raw = np.frombuffer(image_args.pack([image(src)], image(out),
+                                            op.encode(op.defaults())), np.uint8).copy()
+        rpc = Rpc(blk, out, list(range(len(self.online))), None, fails=None)
+        self.rpcs.append(rpc)
+        blk.locked = True
+        blk.calls += 1
+        out.calls += 1
+        ctrl = hbDSPRpcCtrlParam()
+        HB_DSP_INITIALIZE_RPC_CTRL_PARAM(ctrl)
+        ctrl.rpcCmd = op.cmd
+
+        def command() -> None:
+            expect(hbSysWriteMem(blk.mem, raw, raw.size), HB_SYS_SUCCESS)
+            self.wrote(blk, 0, raw, None)
+            expect(hbSysFlushMem(blk.mem, HB_SYS_MEM_CACHE_CLEAN), HB_SYS_SUCCESS)
+            rc, task = hbDSPRpc(blk.mem, out.mem, ctrl)
+            blk.calls -= 1
+            out.calls -= 1
+            if not any(self.online):
+                expect(rc, HB_DSP_SUCCESS, HB_DSP_CORE_OFFLINE)
+            else:
+                expect(rc, HB_DSP_SUCCESS)
+            if rc != HB_DSP_SUCCESS:
+                self.rpcs.remove(rpc)
+                return
+            rpc.handle = task
+
+        self.post(worker, command, data)
+
+    @rule(data=st.data())
+    def load_crafted_model(self, data: st.DataObject) -> None:
+        """hbDNNInitializeFromDDR of a crafted model file (tests/runtime/test_crafted_models),
+        then hbDNNRelease: refused, or loaded and released; the pool is not touched."""
+        worker = data.draw(WORKER, label="worker")
+        raw = crafted_model(data.draw(SEEDS, label="crafted model seed"))
+
+        def command() -> None:
+            rc, handle = hbdnn.hbDNNInitializeFromDDR([raw], [len(raw)])
+            if rc != hbdnn.HB_DNN_SUCCESS:
+                expect(rc, hbdnn.HB_DNN_INVALID_MODEL)
+                return
+            expect(hbdnn.hbDNNRelease(handle), hbdnn.HB_DNN_SUCCESS)
+
+        self.post(worker, command, data)
+
+    @rule(data=st.data())
     def wait(self, data: st.DataObject) -> None:
         """hbDSPWaitTaskDone from a worker or from the main program (whose wait drives the
         simulation), for ever or with a timeout; bad timeouts and handles now and then."""
@@ -785,7 +884,7 @@ class ApiMachine(RuleBasedStateMachine):
         elif rc == HB_DSP_DEADLOCK:
             assert not done and not any(self.online[c] for c in rpc.cores)
         else:
-            expect(rc, HB_DSP_TASK_FAILED if rpc.fails else HB_DSP_SUCCESS)
+            expect(rc, *_finished(rpc))
             assert done
             self.check_finished_rpcs()
 
@@ -880,7 +979,7 @@ class ApiMachine(RuleBasedStateMachine):
                 assert rpc.handle is not None
                 if not rpc.released:
                     expect(hbDSPWaitTaskDone(rpc.handle, 0),
-                           HB_DSP_TASK_FAILED if rpc.fails else HB_DSP_SUCCESS)
+                           *_finished(rpc))
                     expect(hbDSPReleaseTask(rpc.handle), HB_DSP_SUCCESS)
             self.check_finished_rpcs()
             assert all(r.checked for r in self.rpcs) and self.finished == self.posted
@@ -902,6 +1001,6 @@ def test_random_api_calls_from_several_threads() -> None:
     fuzz(examples=300, steps=30)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # about 17 minutes
 def test_many_random_api_call_sequences() -> None:
-    fuzz(examples=2000, steps=30)
+    fuzz(examples=10_000, steps=30)

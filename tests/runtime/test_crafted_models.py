@@ -21,12 +21,17 @@ ODD_VALUES: list[Any] = [0, -1, 1, 3, 2**31, -2**40, 1.5, True, None, "x", "int8
                          [], {}]
 
 
-@pytest.fixture(scope="module")
-def packed() -> modelfile.PackedModel:
+def base_model() -> modelfile.PackedModel:
+    """The model the crafted files start from: a small MobileNetV1, compiled."""
     model = compiler.compile_model(zoo.build("mobilenetv1", (32, 32), classes=10), "m",
                                    compiler.CompileOptions(calib_random=2),
                                    load_config().soc)
     return model.to_packed()
+
+
+@pytest.fixture(scope="module")
+def packed() -> modelfile.PackedModel:
+    return base_model()
 
 
 def _leaves(obj: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
@@ -43,7 +48,7 @@ def _at(meta: Any, path: tuple) -> Any:
     return meta
 
 
-def _crafted(base: modelfile.PackedModel, rng: random.Random) -> bytes:
+def crafted(base: modelfile.PackedModel, rng: random.Random) -> bytes:
     """`base` with one to three changes: a value of its description replaced, an entry of
     a list or a key dropped, or an array cut, emptied or of another type."""
     meta, arrays = copy.deepcopy(base.meta), dict(base.arrays)
@@ -99,7 +104,7 @@ def _exercise(data: bytes, path: str) -> str:
 
 def _fuzz(packed: modelfile.PackedModel, count: int, seed: int, tmp_path: Any) -> set[str]:
     rng = random.Random(seed)
-    return {_exercise(_crafted(packed, rng), str(tmp_path / "crafted.hbm"))
+    return {_exercise(crafted(packed, rng), str(tmp_path / "crafted.hbm"))
             for _ in range(count)}
 
 

@@ -281,6 +281,34 @@ def test_the_c_style_two_model_example_runs_and_its_timeline_is_deterministic(
     assert "model mobilenetv2" in out and "model resnet18" in out
 
 
+def test_fifty_sessions_with_inference_leave_memory_flat(model_file):
+    """Fifty sessions in one process, each loading the model and running an inference: no
+    session outlives its `with` block, and the process's memory after the last is within a
+    tenth of what it was after the fifth (the first ones compile and cache)."""
+    import gc
+    import weakref
+
+    def resident_mib() -> float:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * 4096 / 2**20
+
+    refs = []
+    after = []
+    for _ in range(50):
+        with session.Session() as sess:
+            packed = _load(model_file)
+            rc, handle = dnn.hbDNNGetModelHandle(packed, "seg")
+            rc, task = _infer(handle, _tensors(handle, False), _tensors(handle, True))
+            assert rc == 0 and dnn.hbDNNWaitTaskDone(task, 0) == 0
+            assert dnn.hbDNNReleaseTask(task) == 0 and dnn.hbDNNRelease(packed) == 0
+        refs.append(weakref.ref(sess))
+        del sess, packed, handle, task
+        gc.collect()
+        after.append(resident_mib())
+    assert all(ref() is None for ref in refs)
+    assert after[-1] <= 1.1 * after[4], after
+
+
 def test_a_closed_session_that_ran_inference_is_freed(model_file):
     """hbDNN's state of a session (its tasks, plugin layers, worker threads) lives in the
     session's one `dnn` slot: once the session is closed and dropped, nothing keeps it

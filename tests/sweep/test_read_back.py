@@ -8,6 +8,8 @@ import json
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import emu.sweep
 from emu.cli.main import main
@@ -142,3 +144,31 @@ def test_a_store_that_cannot_be_written_fails_the_run_in_one_line(swept, write_s
     code, out, err = _run(capsys, "sweep", "run", str(more), "--store", str(path))
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and f"store {path}" in err and "read-only" in err, err
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(damage=st.lists(st.tuples(st.integers(0, 1 << 20), st.binary(min_size=1, max_size=64)),
+                       min_size=1, max_size=4),
+       cut=st.none() | st.integers(0, 1 << 20))
+def test_a_store_damaged_anywhere_reads_or_is_refused_in_one_line(swept, capsys, tmp_path,
+                                                                  damage, cut):
+    # Random bytes written anywhere in a real store, or the file cut short: `sweep show`
+    # prints the points it can read or refuses in one line (exit 2), never a traceback.
+    spec, _ = swept
+    original = spec.with_suffix(".sqlite").read_bytes()
+    data = bytearray(original)
+    for at, chunk in damage:
+        at %= len(data)
+        data[at: at + len(chunk)] = chunk
+    if cut is not None:
+        data = data[: cut % len(data)]
+    store = tmp_path / "damaged.sqlite"
+    store.write_bytes(bytes(data))
+    for extra in ("-wal", "-shm"):
+        (tmp_path / f"damaged.sqlite{extra}").unlink(missing_ok=True)
+    code, out, err = _run(capsys, "sweep", "show", str(spec), "--store", str(store), "--json")
+    if code == 0:
+        assert len(json.loads(out)["points"]) == 4
+    else:
+        assert code == 2 and out == "" and err.count("\n") == 1, err

@@ -85,6 +85,7 @@ from emu.runtime.remoteproc import RPROC_INVALID_ARGUMENT, rproc_set_state, rpro
 from emu.vdsp.ops import cv, image_args, nn
 from emu.vdsp.ops.framework import CMD_PING
 from emu.vdsp.ops.tensor_args import HEADER_WORDS, MAGIC, TYPE_F32, pack
+from tests.runtime.test_crafted_models import base_model, crafted
 from tests.vdsp import nn_reference as ref
 from tests.vdsp.test_nn import same_floats
 
@@ -250,17 +251,11 @@ class Rpc(Terse):
 CV_SIDE = 8  # the raw CV calls' images: 8 x 8 grey
 
 
-@functools.cache
-def _base_model() -> Any:
-    from tests.runtime.test_crafted_models import base_model
-
-    return base_model()
+_base_model = functools.cache(base_model)
 
 
 def crafted_model(seed: int) -> bytes:
     """A crafted model file's bytes (the seed picks the changes)."""
-    from tests.runtime.test_crafted_models import crafted
-
     return crafted(_base_model(), random.Random(seed))
 
 

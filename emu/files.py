@@ -4,7 +4,9 @@ An output is first written to a hidden temporary next to it, `.NAME.emu-PID-RAND
 writing process), then renamed over it. A process killed before the rename (SIGKILL, a power
 cut) cannot remove its temporary; the next write of the same output does: it removes every
 such temporary whose process is gone, and leaves those of live processes (another emu
-writing the same output at the same time) alone.
+writing the same output at the same time) alone. A folder is looked through once per process
+(the first write into it removes the dead temporaries of every output there), so writing
+thousands of files into one folder (a dump) does not read the folder thousands of times.
 """
 
 from __future__ import annotations
@@ -21,17 +23,26 @@ def temporary_prefix(target: Path) -> str:
     return f".{target.name}.emu-{os.getpid()}-"
 
 
+_LEFTOVER = re.compile(r"\..+\.emu-(\d+)-[^/]+")
+"""A temporary's name: `temporary_prefix` and mkstemp's random part."""
+_LOOKED_THROUGH: set[str] = set()
+"""Folders whose leftovers this process has removed."""
+
+
 def remove_leftovers(target: Path) -> None:
     """Remove the temporaries (files or folders) that killed emu processes left next to
-    `target` (module docstring)."""
+    `target`, once per folder and process (module docstring)."""
     folder = target.parent if str(target.parent) else Path(".")
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.emu-(\d+)-[^/]+")
+    key = os.path.abspath(folder)
+    if key in _LOOKED_THROUGH:
+        return
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return  # the write itself will say what is wrong with the folder
+    _LOOKED_THROUGH.add(key)
     for entry in entries:
-        match = pattern.fullmatch(entry.name)
+        match = _LEFTOVER.fullmatch(entry.name)
         if match is None or _alive(int(match.group(1))):
             continue
         if entry.is_dir(follow_symlinks=False):

@@ -7,6 +7,12 @@ cases `p` is then put in the L1 TLB. A full L1, or a full L2 set, drops its leas
 used entry. The state stays from one call to the next, as the caches' does. A pure-Python
 reference lives in `tests/mem/test_tlb.py` (`ReferenceTlbs`).
 
+The L1 TLB's LRU order is a doubly linked list of its entries (`links`: each entry's
+neighbours towards the least and the most recently used, with one extra node that closes the
+ring): a hit moves its entry to the front, a refill takes the entry at the back, neither
+scans the entries. The L2 TLB's sets are small; they keep a stamp per entry from one LRU
+clock (`Tlbs.clock`), the least one the victim.
+
 The model finds a page in the L1 TLB without searching all its entries, most of the time:
 an index of `INDEX_SLOTS_PER_ENTRY` slots per entry (a power of two), slot `p % slots`,
 keeps how many L1 entries hold a page of that slot and the way that last held one. No
@@ -50,19 +56,20 @@ class Tlbs:
         self.page_shift = tlb.page_bytes.bit_length() - 1
         self.cores = cpu.cores
         self.l1_tags = np.full((cpu.cores, tlb.l1_entries), -1, np.int64)
-        self.l1_stamps = np.zeros((cpu.cores, tlb.l1_entries), np.int64)
+        self.l1_links = np.empty((cpu.cores, 2, tlb.l1_entries + 1), np.int64)
+        self.l1_links[:] = _empty_links(tlb.l1_entries)
         self.l2_tags = np.full((cpu.cores, sets, tlb.l2_ways), -1, np.int64)
         self.l2_stamps = np.zeros((cpu.cores, sets, tlb.l2_ways), np.int64)
         slots = 1 << (INDEX_SLOTS_PER_ENTRY * tlb.l1_entries - 1).bit_length()
         # Per core and slot: the L1 entries holding a page of the slot, the way last used.
         self.l1_index = np.zeros((cpu.cores, 2, slots), np.int64)
-        # The LRU stamp counter; a kernel that translates through `translate` itself
+        # The L2's LRU stamp counter; a kernel that translates through `translate` itself
         # (`emu.cpu.memsys`) takes it and gives it back advanced.
         self.clock = 0
 
     def core_tlbs(self, core: int) -> CoreTlbs:
         """The TLBs of `core` as `translate` takes them (views: it updates them in place)."""
-        return (self.l1_tags[core], self.l1_stamps[core], self.l2_tags[core],
+        return (self.l1_tags[core], self.l1_links[core], self.l2_tags[core],
                 self.l2_stamps[core], self.l1_index[core])
 
     def lookup(self, core: int, addrs: npt.NDArray[np.int64]) -> TlbStats:
@@ -76,6 +83,34 @@ class Tlbs:
         self.clock = _tlb_kernel((byte_addrs, self.page_shift), self.core_tlbs(core),
                                  self.clock, counts)
         return TlbStats(int(byte_addrs.size), int(counts[0]), int(counts[1]), int(counts[2]))
+
+
+def _empty_links(entries: int) -> npt.NDArray[np.int64]:
+    """The L1 order of an empty TLB: [towards LRU, towards MRU] per entry and the ring's
+    extra node (index `entries`); entry 0 is the least recently used, so the entries fill
+    in index order."""
+    ring = [entries, *range(entries - 1, -1, -1)]  # the extra node, then MRU to LRU
+    links = np.empty((2, entries + 1), np.int64)
+    for node, after in zip(ring, ring[1:] + ring[:1], strict=True):
+        links[0, node] = after
+        links[1, after] = node
+    return links
+
+
+@njit_inline
+def _to_front(links: npt.NDArray[np.int64], way: int) -> None:
+    """Make L1 entry `way` the most recently used (`links` as `Tlbs.l1_links[core]`)."""
+    lru_wards, mru_wards = links[0], links[1]
+    ring = lru_wards.size - 1
+    if lru_wards[ring] != way:
+        older, newer = lru_wards[way], mru_wards[way]
+        lru_wards[newer] = older
+        mru_wards[older] = newer
+        front = lru_wards[ring]
+        lru_wards[way] = front
+        mru_wards[front] = way
+        mru_wards[way] = ring
+        lru_wards[ring] = way
 
 
 @njit_inline
@@ -105,7 +140,7 @@ L1_HIT, L2_HIT, WALK = range(3)
 
 CoreTlbs = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
                  npt.NDArray[np.int64], npt.NDArray[np.int64]]
-"""One core's TLBs as `translate` takes them: L1 tags and stamps, L2 tags and stamps, and
+"""One core's TLBs as `translate` takes them: L1 tags and links, L2 tags and stamps, and
 the L1 index (entries and way per slot, see the module docstring)."""
 
 
@@ -116,7 +151,7 @@ def translate(page: int, tlb: CoreTlbs, previous: int, clock: int) -> tuple[int,
     `previous` is the L1 way the last access used (-1 before the first): a run of accesses
     to one page (a stream through it) needs no search after the first. Inlined into every
     loop that translates, so a caller can do other per-access work in the same pass."""
-    tags1, stamps1, tags2, stamps2, index = tlb
+    tags1, links1, tags2, stamps2, index = tlb
     held, last_way = index[0], index[1]
     clock += 1
     slot = page & (held.size - 1)
@@ -131,7 +166,7 @@ def translate(page: int, tlb: CoreTlbs, previous: int, clock: int) -> tuple[int,
             if hit >= 0:
                 last_way[slot] = hit
     if hit >= 0:
-        stamps1[hit] = clock
+        _to_front(links1, hit)
         return L1_HIT, hit, clock
     s = page & (tags2.shape[0] - 1)
     hit = _way_of(tags2[s], page)
@@ -143,11 +178,11 @@ def translate(page: int, tlb: CoreTlbs, previous: int, clock: int) -> tuple[int,
         way = _lru_way(stamps2[s])
         tags2[s, way] = page
         stamps2[s, way] = clock
-    way = _lru_way(stamps1)
+    way = links1[1, tags1.size]  # the entry just before the ring's extra node: the LRU
     if tags1[way] >= 0:
         held[tags1[way] & (held.size - 1)] -= 1
     tags1[way] = page
-    stamps1[way] = clock
+    _to_front(links1, way)
     held[slot] += 1
     last_way[slot] = way
     return level, way, clock

@@ -1454,7 +1454,7 @@ def _lanes_ok(
     return not bad
 
 
-@njit_inline
+@njit_op  # as `_conflict_depth`, its only caller
 def _strided_depth(start: int, offsets: _Vec[Any], sub_banks: int, width_shift: int,
                    words_per_bank_shift: int) -> int:
     """The conflict depth of `_conflict_depth` when the offsets step by a fixed d >= 0 bytes,
@@ -1486,7 +1486,8 @@ def _strided_depth(start: int, offsets: _Vec[Any], sub_banks: int, width_shift: 
     return (lanes + period - 1) // period
 
 
-@njit_inline
+@njit_op  # compiled once per offsets type and inlined by LLVM, not copied by numba into each
+# gather and scatter op (which typed it again in each: 9 s of the CV kernels' 75 s compile)
 def _conflict_depth(ctx: Context, start: int, offsets: _Vec[Any]) -> int:
     """How many rounds the sub-banks need to serve the (valid) lane addresses
     start + offsets of one gather or scatter.

@@ -281,6 +281,9 @@ def test_the_c_style_two_model_example_runs_and_its_timeline_is_deterministic(
     assert "model mobilenetv2" in out and "model resnet18" in out
 
 
+# About 15 s: a soak of fifty sessions, for the memory. That a closed session is freed is
+# checked by default on one session (the test below).
+@pytest.mark.slow
 def test_fifty_sessions_with_inference_leave_memory_flat(model_file):
     """Fifty sessions in one process, each loading the model and running an inference: no
     session outlives its `with` block, and the process's memory after the last is within a

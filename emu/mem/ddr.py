@@ -143,6 +143,7 @@ class Ddr(Component):
         self._timer: simpy.Event | None = None  # when the next flow would finish
         self._last_ps: int = env.now
         self._busy_since: int | None = None
+        self._recorder = recorder
         self._track = recorder.track(self.path)
         self.busy_ps = 0
         self.bytes_by_requester: dict[str, int] = {}
@@ -250,9 +251,10 @@ class Ddr(Component):
         if self._busy_since is None:
             self._busy_since = now
         self._share(self._bw_units_per_ps, self._flows)
-        # Integer true division rounds correctly, as float() of the exact fraction does.
-        gb_per_s = sum(f.rate for f in self._flows) * PS_PER_S / (self._scale * 10**9)
-        self._track.counter("ddr", now, transfers=len(self._flows), gb_per_s=gb_per_s)
+        if self._recorder.enabled:
+            # Integer true division rounds correctly, as float() of the exact fraction does.
+            gb_per_s = sum(f.rate for f in self._flows) * PS_PER_S / (self._scale * 10**9)
+            self._track.counter("ddr", now, transfers=len(self._flows), gb_per_s=gb_per_s)
         # A policy may leave a flow nothing for now (in_order); it waits for the next change.
         wait = min(-(-f.remaining // f.rate) for f in self._flows if f.rate > 0)
         self._timer = self.env.timeout(max(wait, 0))

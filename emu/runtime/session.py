@@ -226,9 +226,8 @@ class Session:
         self._driving = True
         try:
             while not until.processed:
-                if env.peek() == simpy.core.Infinity:
+                if not env.step_live():
                     self._end_a_deadlock()
-                env.step()
         finally:
             self._driving = False
 

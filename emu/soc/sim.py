@@ -47,3 +47,13 @@ class Sim(simpy.Environment):
     def step(self) -> None:
         self._drop_cancelled()
         super().step()
+
+    def step_live(self) -> bool:
+        """`step`, or False (nothing done) when no event is left that was not cancelled: a
+        loop's one call an event, where `peek` and then `step` searched the queue's head
+        for cancelled timers twice."""
+        self._drop_cancelled()
+        if not self._queue:
+            return False
+        super().step()
+        return True

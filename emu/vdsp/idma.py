@@ -112,6 +112,7 @@ class IdmaChannel(Component):
         self.track = recorder.track(self.path)
         self._queue: simpy.Store = simpy.Store(env, capacity=cfg.queue_depth)
         self._bw_bytes_per_s = cfg.bytes_per_cycle * clock.freq_hz
+        self._latency_ps = clock.cycles_to_ps(cfg.descriptor_latency_cycles)
         self.busy_ps = 0
         env.process(self._serve())
 
@@ -125,7 +126,7 @@ class IdmaChannel(Component):
         while True:
             desc, done = yield self._queue.get()
             start = self.env.now
-            yield self.env.timeout(self.clock.cycles_to_ps(self.cfg.descriptor_latency_cycles))
+            yield self.env.timeout(self._latency_ps)
             yield self.ddr.transfer(desc.nbytes, self.path, write=not desc.to_tcm,
                                     cap_bytes_per_s=self._bw_bytes_per_s)
             desc.perform()

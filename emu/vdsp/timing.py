@@ -90,7 +90,7 @@ def table_fill_cycles(entries: int, tables: int, vdsp: VdspConfig) -> int:
 
 def kernel_cycles(counters: npt.NDArray[np.int64], vdsp: VdspConfig) -> KernelCycles:
     """Cycles of a kernel call from the ISA emulation's op counters."""
-    c = [int(v) for v in counters]
+    c = counters.tolist()  # Python ints
     loads = c[isa.C_LOAD] + c[isa.C_GATHER_A]
     stores = c[isa.C_STORE] + c[isa.C_SCATTER]
     alu = c[isa.C_ALU] + c[isa.C_MUL] + c[isa.C_CVT] + c[isa.C_GATHER_D] + c[isa.C_FDIV]

@@ -60,7 +60,7 @@ def test_hand_case():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.sampled_from([(1, 1, 1), (2, 4, 2), (4, 8, 4), (16, 64, 4)]),
+@given(st.sampled_from([(1, 1, 1), (2, 4, 2), (4, 8, 4), (16, 64, 4), (32, 64, 2)]),
        st.lists(st.tuples(st.integers(0, 1), st.lists(st.integers(0, 40 * 4096), max_size=40)),
                 max_size=6))
 def test_model_matches_reference(geometry, calls):

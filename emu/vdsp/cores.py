@@ -69,7 +69,7 @@ class VdspCore(Component):
         self.count("bundles", cycles.bundles)
         self.count("gather_cycles", cycles.gather_cycles)
         self.count("fdiv_stall_cycles", cycles.fdiv_stall_cycles)
-        c = self.ctx.counters.tolist()  # Python ints: a tenth of indexing the array's cost
+        c = self.ctx.counters.tolist()  # Python ints: a third of the cost of indexing the array
         self.count("vector_arith_ops", c[isa.C_ALU] + c[isa.C_MUL] + c[isa.C_FDIV]
                    + c[isa.C_CVT])
         self.count("vector_memory_ops", c[isa.C_LOAD] + c[isa.C_STORE] + c[isa.C_GATHER_A]

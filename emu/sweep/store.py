@@ -73,6 +73,11 @@ CREATE TABLE IF NOT EXISTS sweeps (
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
+# What SQLite raises on a damaged file: its own errors, and a text value (a table's name, a
+# row's key) whose bytes are no UTF-8, which Python's sqlite3 fails to decode.
+_DAMAGE = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
 def _sql(what: str) -> Callable[[_Method], _Method]:
     """A store method whose SQLite errors become one-line input errors naming the store."""
 
@@ -81,7 +86,7 @@ def _sql(what: str) -> Callable[[_Method], _Method]:
         def checked(self: Store, *args: Any, **kwargs: Any) -> Any:
             try:
                 return method(self, *args, **kwargs)
-            except sqlite3.DatabaseError as exc:
+            except _DAMAGE as exc:
                 hint = " (is the file or its folder read-only?)" if "readonly" in str(exc) \
                     else " (the file is damaged: remove it or use another store)"
                 raise InputError(f"store {self.path}: {what}: {exc}{hint}") from None
@@ -128,7 +133,7 @@ class Store:
                 # one transaction: another process opening the new store sees all or none
                 self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} "
                                        f"PRAGMA user_version = {FORMAT}; COMMIT;")
-        except sqlite3.DatabaseError as exc:
+        except _DAMAGE as exc:
             self.close()
             raise InputError(f"{where}: not a usable SQLite store ({exc})") from None
         except BaseException:  # a refusal above: the connection goes too

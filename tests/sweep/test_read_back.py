@@ -146,6 +146,20 @@ def test_a_store_that_cannot_be_written_fails_the_run_in_one_line(swept, write_s
     assert err.count("\n") == 1 and f"store {path}" in err and "read-only" in err, err
 
 
+def test_a_table_name_that_is_no_utf8_is_refused_in_one_line(swept, capsys, tmp_path):
+    # Found by the random damage below: SQLite hands the name back, Python fails to decode
+    # it (a UnicodeDecodeError, not an SQLite error), and that escaped as a traceback.
+    spec, _ = swept
+    data = bytearray(spec.with_suffix(".sqlite").read_bytes())
+    at = data.find(b"tablepoints")  # the schema's row: type, then the table's name
+    assert at > 0
+    data[at + len("table")] = 0x80
+    store = tmp_path / "damaged.sqlite"
+    store.write_bytes(bytes(data))
+    code, out, err = _run(capsys, "sweep", "show", str(spec), "--store", str(store))
+    assert code == 2 and out == "" and err.count("\n") == 1 and f"store {store}" in err, err
+
+
 @settings(max_examples=60, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage=st.lists(st.tuples(st.integers(0, 1 << 20), st.binary(min_size=1, max_size=64)),

@@ -304,21 +304,20 @@ SWEEP_RUN = register(Command(
 SWEEP_SHOW = register(Command(
     "sweep show", "a sweep's points as its store holds them",
     "Print a sweep's points from its store (nothing runs; points not stored show as "
-    "missing).", SHOW_OPTIONS, show_work, show_text, hardware=False, progress=True,
-    label=lambda args: "sweep show"))
+    "missing).", SHOW_OPTIONS, show_work, show_text, hardware=False, progress=True))
 
 SWEEP_EXPORT = register(Command(
     "sweep export", "a sweep's points as CSV or Parquet",
     "Write a sweep's stored points as CSV (.csv) or Parquet (.parquet, needs pyarrow).",
     EXPORT_OPTIONS, export_work, wrote_text, hardware=False, outputs=("-o", "--output"),
-    progress=True, label=lambda args: "sweep export"))
+    progress=True))
 
 SWEEP_PLOT = register(Command(
     "sweep plot", "a chart of a sweep's points (PNG or SVG)",
     "Draw a sweep's stored points: `line` (a metric against one axis, one line per value of "
     "another), `heatmap` (a metric over two axes), `pareto` (two metrics and their Pareto "
     "front).", PLOT_OPTIONS, plot_work, wrote_text, hardware=False,
-    outputs=("-o", "--output"), progress=True, label=lambda args: "sweep plot"))
+    outputs=("-o", "--output"), progress=True))
 
 
 COMPARE = register(Command(

@@ -48,6 +48,9 @@ class _Flow:
     """A transfer in flight; amounts in units of 1/scale byte (see the module docstring)."""
 
     flow_id: int
+    arrival_ps: int
+    """When the request reached the DDR (its latency starts then); with `flow_id`, the
+    order of age."""
     requester: str
     nbytes: int
     write: bool
@@ -75,7 +78,7 @@ def _share_in_order(total: int, flows: list[_Flow]) -> None:
     """First come, first served: each transfer in arrival order takes all it can (its cap)
     of what the earlier ones left."""
     left = total
-    for flow in sorted(flows, key=lambda f: f.flow_id):
+    for flow in sorted(flows, key=lambda f: (f.arrival_ps, f.flow_id)):
         flow.rate = left if flow.cap is None or flow.cap >= left else flow.cap
         left -= flow.rate
 
@@ -163,13 +166,18 @@ class Ddr(Component):
     def transfer(
         self, nbytes: int, requester: str, *, write: bool = False, written: int | None = None,
         cap_bytes_per_s: float | None = None, latency_ps: int | None = None,
+        done: simpy.Event | None = None, delay_ps: int = 0,
     ) -> simpy.Event:
         """Move `nbytes` for `requester`; the returned event fires when the last byte lands.
 
         The bytes are reads, or writes if `write`; a mix (a CPU's line fills and write-backs)
         gives the count of written ones in `written`. `cap_bytes_per_s` is the requester's
         own port limit; `latency_ps` replaces the DDR latency when the requester knows
-        better (e.g. several misses in a row).
+        better (e.g. several misses in a row). `done`, an untriggered event, is the one to
+        fire instead of a new one (a requester that handed it out before the transfer began).
+        `delay_ps` is the requester's own time before its request reaches the DDR (a DMA
+        descriptor's set-up): one timer for both waits, where the requester would otherwise
+        wait for its own and then call.
         """
         if nbytes < 0:
             raise ValueError(f"{self.path}: negative transfer size {nbytes} from {requester}")
@@ -177,9 +185,11 @@ class Ddr(Component):
             written = nbytes if write else 0
         if not 0 <= written <= nbytes:
             raise ValueError(f"{self.path}: {written} written bytes of a {nbytes} B transfer")
-        done = self.env.event()
+        if done is None:
+            done = self.env.event()
         cap = None if cap_bytes_per_s is None else _bytes_per_ps(cap_bytes_per_s)
-        flow = _Flow(self._next_id, requester, nbytes, write, 0, None, cap, done)
+        flow = _Flow(self._next_id, self.env.now + delay_ps, requester, nbytes, write, 0, None,
+                     cap, done)
         self._next_id += 1
         self.count("transfers")
         if write or written:
@@ -187,7 +197,7 @@ class Ddr(Component):
         if not write:
             self.count("bytes_read", nbytes - written)
         self.bytes_by_requester[requester] = self.bytes_by_requester.get(requester, 0) + nbytes
-        wait_ps = self.cfg.latency_ps if latency_ps is None else latency_ps
+        wait_ps = delay_ps + (self.cfg.latency_ps if latency_ps is None else latency_ps)
         if wait_ps == 0:
             self._admit(flow)
         else:

@@ -11,8 +11,10 @@ full queue makes the submitter wait for a slot, as on the hardware.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -98,7 +100,17 @@ def linear(label: str, src: Endpoint, dst: Endpoint, nbytes: int) -> Descriptor:
 
 
 class IdmaChannel(Component):
-    """One channel: a bounded descriptor queue served in order."""
+    """One channel: a bounded descriptor queue served in order.
+
+    The channel is driven by callbacks, not a SimPy process: a descriptor's start hands its
+    bytes to the DDR, to arrive there after the descriptor latency, and the completion
+    event the submitter waits on is the DDR's own, whose first callback lands the data,
+    counts and traces the transfer and starts the next descriptor. A submitter that finds
+    room in the queue goes on at once; one that finds it full waits for a slot, as with a
+    `simpy.Store`, and its descriptor joins the queue the moment the slot frees. Busy
+    periods, DDR traffic and completion instants are those of a process taking descriptors
+    from a store; only the bookkeeping events in between are gone.
+    """
 
     def __init__(
         self, name: str, parent: Component, env: Sim, cfg: IdmaConfig, clock: Clock, ddr: Ddr,
@@ -110,32 +122,53 @@ class IdmaChannel(Component):
         self.clock = clock
         self.ddr = ddr
         self.track = recorder.track(self.path)
-        self._queue: simpy.Store = simpy.Store(env, capacity=cfg.queue_depth)
+        self._queue: deque[tuple[Descriptor, simpy.Event]] = deque()  # waiting, not started
+        self._blocked: deque[tuple[Descriptor, simpy.Event, simpy.Event]] = deque()
+        """Submitters waiting for room: their descriptor, its completion, their wake-up."""
+        self._started_ps: int | None = None  # the descriptor in service's start, or idle
         self._bw_bytes_per_s = cfg.bytes_per_cycle * clock.freq_hz
         self._latency_ps = clock.cycles_to_ps(cfg.descriptor_latency_cycles)
         self.busy_ps = 0
-        env.process(self._serve())
 
     def copy(self, desc: Descriptor) -> Generator[simpy.Event, Any, simpy.Event]:
         """Queue `desc` (waiting while the queue is full); returns its completion event."""
         done = self.env.event()
-        yield self._queue.put((desc, done))
+        done.callbacks.append(partial(self._finish, desc))
+        if len(self._queue) >= self.cfg.queue_depth:
+            room = self.env.event()
+            self._blocked.append((desc, done, room))
+            yield room
+            return done
+        self._queue.append((desc, done))
+        if self._started_ps is None:
+            self._start_next()
         return done
 
-    def _serve(self) -> Generator[simpy.Event, Any, None]:
-        while True:
-            desc, done = yield self._queue.get()
-            start = self.env.now
-            yield self.env.timeout(self._latency_ps)
-            yield self.ddr.transfer(desc.nbytes, self.path, write=not desc.to_tcm,
-                                    cap_bytes_per_s=self._bw_bytes_per_s)
-            desc.perform()
-            self.busy_ps += self.env.now - start
-            self.count("descriptors")
-            self.count("bytes_in" if desc.to_tcm else "bytes_out", desc.nbytes)
-            self.count("busy_in_ps" if desc.to_tcm else "busy_out_ps", self.env.now - start)
-            self.track.slice(desc.label, start, self.env.now, bytes=desc.nbytes)
-            done.succeed()
+    def _start_next(self) -> None:
+        desc, done = self._queue.popleft()
+        if self._blocked:  # the slot just freed goes to the longest-waiting submitter
+            waiting, waiting_done, room = self._blocked.popleft()
+            self._queue.append((waiting, waiting_done))
+            room.succeed()
+        self._started_ps = self.env.now
+        self.ddr.transfer(desc.nbytes, self.path, write=not desc.to_tcm,
+                          cap_bytes_per_s=self._bw_bytes_per_s, done=done,
+                          delay_ps=self._latency_ps)
+
+    def _finish(self, desc: Descriptor, _event: simpy.Event) -> None:
+        """The last byte of `desc` landed: the data moves, before any waiter resumes."""
+        start = self._started_ps
+        assert start is not None
+        now = self.env.now
+        desc.perform()
+        self.busy_ps += now - start
+        self.count("descriptors")
+        self.count("bytes_in" if desc.to_tcm else "bytes_out", desc.nbytes)
+        self.count("busy_in_ps" if desc.to_tcm else "busy_out_ps", now - start)
+        self.track.slice(desc.label, start, now, bytes=desc.nbytes)
+        self._started_ps = None
+        if self._queue:
+            self._start_next()
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

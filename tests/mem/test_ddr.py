@@ -175,6 +175,33 @@ def test_finish_times_and_bandwidth_trace_equal_an_exact_fraction_model(jobs, po
     assert recorded == samples
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 20_000),
+                          st.one_of(st.none(), st.sampled_from(_ODD_CAPS)), st.booleans()),
+                min_size=1, max_size=12, unique_by=lambda job: job[0]),
+       st.sampled_from(sorted(POLICIES)))
+def test_a_request_delayed_at_the_ddr_equals_one_made_later(jobs, policy):
+    """`transfer(delay_ps=d)` now is the transfer made d ps later (an iDMA descriptor's
+    set-up), for the oldest-first order too: some jobs wait and call, the others call at
+    once with their start as the delay; the finish times are the reference's. (Starts are
+    distinct: requests reaching the DDR at one instant are ordered as they were made.)"""
+    env, ddr = _ddr(policy=policy)
+    finished: dict[int, int] = {}
+
+    def job(i, start, nbytes, cap, delayed) -> Generator[simpy.Event, Any, None]:
+        if not delayed:
+            yield env.timeout(start)
+        yield ddr.transfer(nbytes, f"j{i}", cap_bytes_per_s=cap,
+                           delay_ps=start if delayed else 0)
+        finished[i] = env.now
+
+    for i, spec in enumerate(jobs):
+        env.process(job(i, *spec))
+    env.run()
+    expected, _ = ddr_reference.simulate([spec[:3] for spec in jobs], 1e12, 100, policy)
+    assert [finished[i] for i in range(len(jobs))] == expected
+
+
 def test_many_transfers_with_odd_caps_in_flight_at_once_stay_exact():
     # 20 transfers in flight need lcm(1..20) in the unit's denominator.
     jobs = [(3 * i, 1000 + 37 * i, _ODD_CAPS[i % len(_ODD_CAPS)] if i % 3 else None)

@@ -60,6 +60,44 @@ def test_descriptors_run_in_order_and_a_full_queue_blocks_the_submitter():
     assert channel.counters == {"descriptors": 4, "bytes_in": 3600, "busy_in_ps": 4_000_000}
 
 
+def test_submitters_blocked_on_a_full_queue_get_in_in_the_order_they_came():
+    soc = _soc(depth=1)
+    core = soc.vdsp.hw[0]
+    channel = core.channels[0]
+    _, src = _ddr(soc, 900)
+    order: list[str] = []
+
+    def submitter(name, delay_ps):
+        yield soc.env.timeout(delay_ps)
+        desc = linear(name, src, _tcm(core, 0), 900)
+        done = yield from channel.copy(desc)
+        done.callbacks.append(lambda _ev: order.append(name))
+
+    # a is served at once and b fills the queue; c, then d, then e wait for a slot.
+    for name, delay in (("a", 0), ("b", 0), ("c", 10), ("d", 20), ("e", 30)):
+        soc.env.process(submitter(name, delay))
+    soc.run()
+    assert order == ["a", "b", "c", "d", "e"]
+    assert soc.env.now == 5_000_000
+
+
+def test_the_bytes_have_landed_when_the_submitter_resumes():
+    soc = _soc()
+    core = soc.vdsp.hw[0]
+    buf, src = _ddr(soc, 256)
+    buf.data[:] = np.arange(256)
+    seen = []
+
+    def proc():
+        done = yield from core.channels[0].copy(linear("in", src, _tcm(core, 512), 256))
+        yield done
+        seen.append(core.tcm.data[512: 512 + 256].copy())
+
+    soc.env.process(proc())
+    soc.run()
+    assert np.array_equal(seen[0], np.arange(256, dtype=np.uint8))
+
+
 def test_two_d_descriptor_moves_a_strided_block_for_real():
     soc = _soc()
     core = soc.vdsp.hw[1]

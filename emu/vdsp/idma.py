@@ -137,11 +137,11 @@ class IdmaChannel(Component):
         if len(self._queue) >= self.cfg.queue_depth:
             room = self.env.event()
             self._blocked.append((desc, done, room))
-            yield room
-            return done
-        self._queue.append((desc, done))
-        if self._started_ps is None:
-            self._start_next()
+            yield room  # `_start_next` queued it when it woke us
+        else:
+            self._queue.append((desc, done))
+            if self._started_ps is None:
+                self._start_next()
         return done
 
     def _start_next(self) -> None:

@@ -188,25 +188,16 @@ def stream(
 
             env.all_of(events).callbacks.append(record)
 
-        def wait_all(events: list[simpy.Event]) -> Generator[simpy.Event, Any, None]:
-            """Wait for `events`: for none of them if all are processed, on the one itself
-            if only one is not, else on their `all_of` (one simulation event fewer each)."""
-            pending = [e for e in events if not e.processed]
-            if len(pending) == 1:
-                yield pending[0]
-            elif pending:
-                yield env.all_of(pending)
-
         loaded = yield from issue(step(first).loads, "load")
         stored: dict[int, list[simpy.Event]] = {}
         for k in range(first, plan.tiles):
-            yield from wait_all(loaded)
+            yield from _wait_all(env, loaded)
             nxt = k + 1 < plan.tiles and not slot.preempt_requested()
             if nxt:
                 issued_at[k + 1] = env.now
                 loaded = yield from issue(step(k + 1).loads, "load")
             if k - 2 in stored:  # tile k writes the output buffer tile k-2 used
-                yield from wait_all(stored.pop(k - 2))
+                yield from _wait_all(env, stored.pop(k - 2))
                 del steps[k - 2]
             start = env.now
             cycles = step(k).compute()
@@ -225,14 +216,25 @@ def stream(
             if recorder.enabled:  # an untraced run waits on no extra event per tile
                 occupancy(k, computed, stored[k])
             if k + 1 < plan.tiles and not nxt:
-                yield from wait_all([e for evs in stored.values() for e in evs])
+                yield from _wait_all(env, [e for evs in stored.values() for e in evs])
                 return k + 1
-        yield from wait_all([e for evs in stored.values() for e in evs])
+        yield from _wait_all(env, [e for evs in stored.values() for e in evs])
         return None
     finally:
         for pair in buffers:
             for buf in pair:
                 core.tcm.free(buf)
+
+
+def _wait_all(env: simpy.Environment, events: list[simpy.Event]
+              ) -> Generator[simpy.Event, Any, None]:
+    """Wait for `events`: for none of them if all are processed, on the one itself if only
+    one is not, else on their `all_of` (one simulation event fewer than an `all_of` each)."""
+    pending = [e for e in events if not e.processed]
+    if len(pending) == 1:
+        yield pending[0]
+    elif pending:
+        yield env.all_of(pending)
 
 
 def _bank_conflict_cycles(

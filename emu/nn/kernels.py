@@ -218,6 +218,25 @@ def quantize_multiplier(real: float) -> FixedPoint:
     return FixedPoint(m0, shift)
 
 
+def quantize_multipliers(reals: np.ndarray | Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """`quantize_multiplier` of each value at once: the multipliers M0 and total shifts
+    31 + n, int64 arrays. Raises as `quantize_multiplier` does for the first value it
+    refuses."""
+    values = np.asarray(reals, dtype=np.float64).reshape(-1)
+    with np.errstate(invalid="ignore"):
+        inside = (values >= MULTIPLIER_MIN) & (values < MULTIPLIER_LIMIT)
+    mantissa, exponent = np.frexp(np.where(inside, values, 1.0))
+    bits = (mantissa * 2.0**53).astype(np.int64)  # exact: 53-bit mantissas in [2**52, 2**53)
+    multipliers = (bits + 2**21) >> 22
+    carry = multipliers == 2**31
+    multipliers[carry] = 2**30
+    total_shifts = 31 - (exponent.astype(np.int64) + carry)
+    refused = ~inside | (total_shifts < 1) | (total_shifts > 62)
+    if refused.any():
+        quantize_multiplier(float(values[np.argmax(refused)]))
+    return multipliers, total_shifts
+
+
 def round_half_away(value: Fraction) -> int:
     """The integer nearest an exact rational, ties away from zero."""
     magnitude = (2 * abs(value.numerator) + value.denominator) // (2 * value.denominator)
@@ -451,7 +470,7 @@ def _bias(bias: np.ndarray | None, channels: int) -> np.ndarray:
     return values
 
 
-def _w_scales(w_scales: float | Sequence[float] | np.ndarray, channels: int) -> list[float]:
+def _w_scales(w_scales: float | Sequence[float] | np.ndarray, channels: int) -> np.ndarray:
     try:
         values = np.asarray(w_scales, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
@@ -461,7 +480,12 @@ def _w_scales(w_scales: float | Sequence[float] | np.ndarray, channels: int) -> 
     if values.size != channels:
         raise QuantisationError(
             f"w_scales must hold 1 or {channels} values, got {values.size}")
-    return [check_scale(float(v), f"w_scales[{i}]") for i, v in enumerate(values)]
+    with np.errstate(invalid="ignore"):
+        wrong = ~(np.isfinite(values) & (values > 0.0))
+    if wrong.any():
+        first = int(np.argmax(wrong))
+        check_scale(float(values[first]), f"w_scales[{first}]")
+    return values
 
 
 def _fixed_point_arrays(points: Sequence[FixedPoint]) -> tuple[np.ndarray, np.ndarray]:
@@ -541,9 +565,8 @@ class Conv2d:
         self.bias = _bias(bias, c_out)
         in_scale = check_scale(in_scale, "in_scale")
         out_scale = check_scale(out_scale, "out_scale")
-        self.fixed_points = [quantize_multiplier(in_scale * w / out_scale)
-                             for w in _w_scales(w_scales, c_out)]
-        self._multipliers, self._total_shifts = _fixed_point_arrays(self.fixed_points)
+        self._multipliers, self._total_shifts = quantize_multipliers(
+            in_scale * _w_scales(w_scales, c_out) / out_scale)
         self.lo, self.hi = activation_bounds(activation, self.out_dtype, out_scale)
         if self.in_dtype == np.int8:
             bound = 2**14 * self.k + int(np.abs(self.bias).max())

@@ -184,7 +184,6 @@ from emu.nn.kernels import (
     QuantisationError,
     _activation_type,
     _bias,
-    _fixed_point_arrays,
     _requantize,
     _scale_values,
     _tensor,
@@ -195,6 +194,7 @@ from emu.nn.kernels import (
     divide_rounded,
     float64_is_exact,
     quantize_multiplier,
+    quantize_multipliers,
     round_half_away,
 )
 
@@ -224,8 +224,8 @@ class MatMul:
         a_scale = check_scale(a_scale, "a_scale")
         out_scale = check_scale(out_scale, "out_scale")
         b_scales = _w_scales(b_scale, max(1, int(np.size(b_scale))))
-        self.fixed_points = [quantize_multiplier(a_scale * s / out_scale) for s in b_scales]
-        self._multipliers, self._total_shifts = _fixed_point_arrays(self.fixed_points)
+        self._multipliers, self._total_shifts = quantize_multipliers(
+            a_scale * b_scales / out_scale)
         self.bias = _bias(bias, 1 if bias is None else max(1, int(np.size(bias))))
         per_column = {len(b_scales), self.bias.size} - {1}
         if len(per_column) > 1:

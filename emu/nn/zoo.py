@@ -300,12 +300,14 @@ def measure(model: onnx.ModelProto) -> tuple[int, int]:
     shape count as weights; MACs are those of Conv, ConvTranspose, Gemm and MatMul."""
     import onnx
 
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    graph = inferred.graph
+    from emu.nn import importer
+
+    inferred = importer.inferred_shapes(model).graph
     shapes: dict[str, list[int]] = {}
-    for value in [*graph.input, *graph.value_info, *graph.output]:
+    for value in [*inferred.input, *inferred.value_info, *inferred.output]:
         dims = value.type.tensor_type.shape.dim
         shapes[value.name] = [d.dim_value for d in dims]
+    graph = model.graph
     floats: dict[str, int] = {}
     for init in graph.initializer:
         shapes[init.name] = list(init.dims)

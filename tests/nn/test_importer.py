@@ -41,7 +41,11 @@ SLOW = ("resnet50", "yolov8s", "onnx_densenet121", "onnx_vgg19", "onnx_zfnet512"
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
                                   for n in zoo.names()])
 def test_every_zoo_model_imports_and_compiles(name):
-    graph = importer.load(_build(name))
+    model = _build(name)
+    before = model.SerializeToString()
+    graph = importer.load(model)
+    assert model.SerializeToString() == before  # the caller's model is left alone
+    _light_matches_full(model)
     compiled = importer.compile_graph(graph)
     compiled.validate()
     before, after = graph.ops(), compiled.ops()
@@ -255,3 +259,46 @@ def test_linear_on_tokens_and_a_classifier_over_a_map_become_fcs_and_a_conv():
     graph = _against_onnxruntime(_one_input(nodes, [1, 9, 6, 6], [1, 10], [wide]), [1, 9, 6, 6])
     assert [n.op for n in graph.nodes] == ["Conv", "Reshape"]
     assert graph.tensors[graph.nodes[0].inputs[1]].shape == (10, 9, 6, 6)
+
+
+def _types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    return {v.name: v.type for v in [*graph.input, *graph.value_info, *graph.output]}
+
+
+def _light_matches_full(model: onnx.ModelProto) -> None:
+    """Shape inference without the large weights (`importer.inferred_shapes`) gives every
+    tensor the type onnx's inference of the whole model gives it; the tensors it adds are
+    the weights it left out, as inputs of their own type and shape."""
+    full = _types(onnx.shape_inference.infer_shapes(model, strict_mode=True).graph)
+    light = _types(importer.inferred_shapes(model).graph)
+    assert {name: light.get(name) for name in full} == full
+    weights = {t.name: t for t in model.graph.initializer}
+    for name in light.keys() - full.keys():
+        made = helper.make_tensor_value_info(name, weights[name].data_type,
+                                             list(weights[name].dims))
+        assert light[name] == made.type
+
+
+def test_shape_giving_values_reach_shape_inference_and_old_style_inputs_keep_theirs(
+        monkeypatch):
+    """With every initializer above 4 elements left out, a Reshape to a 6-element target
+    (left out) loses its output shape, one to a 2-element target does not; an initializer
+    also declared as a graph input (IR version 3) passes whole."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])
+    big = helper.make_tensor("big", TensorProto.INT64, [6], [2, 3, 1, 2, 5, 2])
+    small = helper.make_tensor("small", TensorProto.INT64, [2], [6, 20])
+    nodes = [helper.make_node("Reshape", ["x", "big"], ["a"]),
+             helper.make_node("Reshape", ["x", "small"], ["b"])]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "ab"]
+    graph = helper.make_graph(nodes, "g", [x], outs, [big, small])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    monkeypatch.setattr(importer, "SHAPE_ONLY_ELEMENTS", 4)
+    types = _types(importer.inferred_shapes(model).graph)
+    assert [d.dim_value for d in types["b"].tensor_type.shape.dim] == [6, 20]
+    assert not [d.dim_value for d in types["a"].tensor_type.shape.dim if d.dim_value]
+    with pytest.raises(AssertionError):
+        _light_matches_full(model)
+    graph.input.append(helper.make_tensor_value_info("big", TensorProto.INT64, [6]))
+    old = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=3)
+    _light_matches_full(old)
+    assert "big" in {t.name for t in importer.inferred_shapes(old).graph.initializer}

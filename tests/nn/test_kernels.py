@@ -94,6 +94,33 @@ def test_multipliers_out_of_range_are_refused(real):
         ref.fixed_point(real)
 
 
+def test_multipliers_of_an_array_are_the_references_one_by_one():
+    """The array form (layers with a multiplier per channel) on the values above, the
+    edges of the range, a mantissa that carries into the next power of two, and random
+    values spread over the whole range on a log scale."""
+    rng = np.random.default_rng(5)
+    edges = [0.5, 1.0, 0.75, 3.0, 0.1, 2.0**-32, 2.0**-32 * (1 + 2.0**-52),
+             2.0**29 * (1 - 2.0**-52), 2.0**30 * (1 - 2.0**-31), 0.5 * (2 - 2.0**-40),
+             1 - 2.0**-53, math.nextafter(1.0, 2.0)]
+    spread = 2.0 ** rng.uniform(-32, 30, 5000)
+    for reals in (edges, spread, spread[:1], []):
+        multipliers, shifts = k.quantize_multipliers(np.array(reals))
+        expected = [ref.fixed_point(r) for r in reals]
+        assert multipliers.dtype == shifts.dtype == np.int64
+        assert multipliers.tolist() == [m for m, _ in expected]
+        assert shifts.tolist() == [31 + n for _, n in expected]
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.5, math.nan, math.inf, 2.0**30, 2.0**-33,
+                                 2.0**30 * (1 - 2.0**-40)])
+def test_an_array_with_a_refused_multiplier_is_refused_for_that_value(bad):
+    with pytest.raises(QuantisationError) as scalar:
+        k.quantize_multiplier(bad)
+    with pytest.raises(QuantisationError) as array:
+        k.quantize_multipliers([0.25, bad, 0.0 if bad else 1.0])
+    assert str(array.value) == str(scalar.value)
+
+
 # ---- rounding ---------------------------------------------------------------------------
 
 def test_rounding_ties_go_away_from_zero():

@@ -683,7 +683,7 @@ class Lstm:
         self.hidden = hidden
         self.inputs = depth - hidden
         bias_rows = _bias(bias, rows)
-        scale_rows = np.asarray(_w_scales(w_scales, rows))
+        scale_rows = _w_scales(w_scales, rows)
         part = [slice(k * hidden, (k + 1) * hidden) for k in range(4)]
         self.gates = [FullyConnected(weight[p], bias_rows[p], in_scale=1.0,
                                      w_scales=scale_rows[p], out_scale=scales.pre[k])

@@ -30,10 +30,11 @@ ALLOWED = {
     "report": {"soc", "chip", "runtime"},
     "nn": {"soc", "bpu", "cpu"},
     "commands": {"soc", "mem", "cpu", "bpu", "vdsp", "chip", "runtime", "workloads", "report",
-                 "nn", "dv"},
+                 "nn", "dv", "capi"},
     "cli": {"report", "commands"},
     "sweep": {"soc", "report", "commands"},
     "dnn": {"runtime"},
+    "capi": {"runtime", "report"},
 }
 
 

@@ -56,7 +56,7 @@ Progress = Callable[[int, int, str], None]
 # package, and are registered by name like the rest.
 _MODULES = ("emu.commands.pointcloud", "emu.commands.calibrate", "emu.commands.dsp",
             "emu.commands.dsp_cv", "emu.commands.nn", "emu.commands.dv", "emu.commands.zoo",
-            "emu.commands.info", "emu.sweep.commands")
+            "emu.commands.info", "emu.commands.capi", "emu.sweep.commands")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ the NumPy array the Python API hands out, so a `memcpy` into it is what the runt
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
@@ -612,8 +613,14 @@ def install_hooks(rt: Runtime) -> None:
         rt.bridge().exit(tid)
 
 
+# The modules whose `export`s the library attaches besides this one's (each API's own).
+EXTENSIONS: tuple[str, ...] = ()
+
+
 def start(ffi: Any, lib: Any) -> None:
     """The library's start-up (its init code): every entry point attached."""
+    for name in EXTENSIONS:
+        importlib.import_module(name)
     runtime = Runtime(ffi, lib)
     runtime.install()
     install_hooks(runtime)

@@ -12,13 +12,25 @@ import sys
 from pathlib import Path
 
 import cv2
+import numpy as np
 import pytest
 
 import emu
 from emu.capi import build, program
+from emu.nn import compiler, execute
 from emu.report.document import session_report
 from emu.runtime import hbdnn, hbsys
-from tests.runtime.port_kit import assert_float_top5, nv12_classifier, photo, port
+from emu.soc.config import load_config
+from tests.runtime.port_kit import (
+    CALIBRATION_PHOTOS,
+    PHOTOS,
+    assert_float_top5,
+    nv12,
+    nv12_classifier,
+    photo,
+    port,
+)
+from tests.runtime.test_ports import YOLO_SIZE, _cell_boxes, _rdk_yolov8n
 
 CC = shutil.which("cc") or shutil.which("gcc")
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler (cc or gcc) on this machine")
@@ -40,7 +52,8 @@ def built(tmp_path_factory):
 
         def compile_c(source: Path, name: str) -> Path:
             exe = folder / name
-            subprocess.run([CC, "-O1", "-Wall", "-Werror", str(source), *flags, "-o", str(exe)],
+            subprocess.run([CC, "-O1", "-Wall", "-Werror", str(source), *flags, "-lm", "-o",
+                            str(exe)],
                            check=True, capture_output=True, text=True)
             return exe
 
@@ -275,3 +288,69 @@ def test_cc_flags_from_the_cli(built):
     bad = subprocess.run([sys.executable, "-m", "emu", "cc-flags"], capture_output=True,
                          text=True, env={**os.environ, "EMU_CAPI_DIR": "/proc/no/such"})
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def detector(built):
+    """The RDK YOLOv8n build of tests/runtime/test_ports.py (NV12, float classes, int32
+    boxes) at YOLO_SIZE, and a picture of that size."""
+    folder, _ = built
+    calib = folder / "yolo_calib"
+    calib.mkdir()
+    for k, name in enumerate(CALIBRATION_PHOTOS):
+        np.save(calib / f"{k}.npy", nv12(cv2.resize(cv2.imread(str(PHOTOS / name)),
+                                                     (YOLO_SIZE, YOLO_SIZE))))
+    onnx_model = _rdk_yolov8n()
+    types = tuple((o.name, "int32" if o.name.startswith("box") else "float")
+                  for o in onnx_model.graph.output)
+    model = compiler.compile_model(onnx_model, "yolov8n_nv12", compiler.CompileOptions(
+        input_type="nv12", scale=(1 / 255,) * 3, calib_dir=calib, output_types=types),
+        load_config("j5", None, []).soc)
+    path = folder / "yolov8n_nv12.hbm"
+    path.write_bytes(compiler.dumps([model]))
+    bgr = cv2.resize(cv2.imread(str(PHOTOS / "chelsea.png")), (YOLO_SIZE, YOLO_SIZE))
+    picture = folder / "chelsea_yolo.ppm"
+    assert cv2.imwrite(str(picture), bgr)
+    return path, model, picture
+
+
+def test_the_yolov8_detector_finds_the_python_ports_boxes_in_the_same_time(built, detector):
+    _, compile_c = built
+    exe = compile_c(SAMPLES / "yolov8_detect_nv12.c", "yolov8_detect_nv12")
+    path, model, picture = detector
+    bgr = cv2.imread(str(picture), cv2.IMREAD_COLOR)
+    (name,) = model.graph.inputs
+    logits = _cell_boxes(execute.run(model.quant, {name: nv12(bgr)}))[1]
+    levels = np.unique(logits)[::-1]  # a threshold with a few dozen cells above it
+    k = next(k for k, v in enumerate(levels) if (logits >= v).sum() >= 25)
+    threshold = float(1 / (1 + np.exp(-(levels[k] + levels[k + 1]) / 2)))
+    report_file = picture.parent / "yolo.json"
+    done = run(exe, path, picture, repr(threshold), "0.7",
+               env={"EMU_REPORT": str(report_file)})
+    assert done.returncode == 0, done.stderr
+
+    yolo = port("yolov8_detect_nv12")
+    (rc, found), report = python_run(lambda: yolo.detect(str(path), bgr, threshold, 0.7))
+    assert rc == 0 and len(found) >= 10
+    assert done.stdout.splitlines() == [
+        f"class {c} score {s:.3f} box ({x1:.1f}, {y1:.1f}, {x2:.1f}, {y2:.1f})"
+        for c, s, x1, y1, x2, y2 in found]
+    assert json.loads(report_file.read_text())["stats"] == report["stats"]
+
+
+def test_the_readmes_c_lines_print_the_top5_and_the_simulated_latency(built, tmp_path):
+    """The README's three lines as written, run in a folder of their own (the sample's path
+    made absolute there)."""
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+                 if "emu cc-flags" in b)
+    assert len(block.strip().splitlines()) == 3
+    script = block.replace("c/samples/", f"{SAMPLES}/")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    tops = [line for line in done.stdout.splitlines() if line.startswith("TOP ")]
+    assert [t.split()[1] for t in tops] == ["0", "1", "2", "3", "4"]
+    assert re.search(r"inference latency: 0\.\d+ ms \(simulated\)", done.stdout)

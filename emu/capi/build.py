@@ -44,6 +44,7 @@ extern "Python+C" void emu_process_exit(int tid);
 void emu_set_now(int64_t ps);
 int emu_thread_number(void);
 void emu_set_callback(int on);
+void emu_set_runtime(int on);
 void emu_exit(int status);
 """
 

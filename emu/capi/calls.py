@@ -88,7 +88,8 @@ class Runtime:
                 from emu.capi import program
                 from emu.capi.bridge import Bridge
 
-                bridge = Bridge(program.make_session, self.lib.emu_set_now, program.finish)
+                bridge = Bridge(program.make_session, self.lib.emu_set_now, program.finish,
+                                self.lib.emu_set_runtime, self.lib.emu_set_callback)
                 if bridge.failure is not None:
                     print(f"emu: {bridge.failure}", file=sys.stderr, flush=True)
                     self.lib.emu_exit(2)

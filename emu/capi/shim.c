@@ -49,13 +49,17 @@ static void *next_symbol(const char *name) {
   return found;
 }
 
+static __thread int emu_in_runtime = 0; /* the runtime is working on this thread */
+
 static void emu_set_now(int64_t ps) { emu_now = ps; emu_running = 1; }
 static int emu_thread_number(void) { return emu_tid; }
 static void emu_set_callback(int on) { emu_callback = on; }
+static void emu_set_runtime(int on) { emu_in_runtime = on; }
 
-/* Whether the calling thread is running the program's own code (not Python). */
+/* Whether the calling thread is running the program's own code (not the runtime's). */
 static int in_program_code(void) {
-  if (emu_tid < 0 && !emu_callback) return 0;
+  if (emu_callback) return 1;
+  if (emu_tid < 0 || emu_in_runtime) return 0;
   return !(Py_IsInitialized() && PyGILState_Check());
 }
 

@@ -354,3 +354,37 @@ def test_the_readmes_c_lines_print_the_top5_and_the_simulated_latency(built, tmp
     tops = [line for line in done.stdout.splitlines() if line.startswith("TOP ")]
     assert [t.split()[1] for t in tops] == ["0", "1", "2", "3", "4"]
     assert re.search(r"inference latency: 0\.\d+ ms \(simulated\)", done.stdout)
+
+
+CXX = shutil.which("c++") or shutil.which("g++")
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler (c++ or g++) on this machine")
+def test_a_cpp_program_with_threads_callbacks_and_declared_cpu_work(built, models):
+    folder, _ = built
+    exe = folder / "threads_cpp"
+    subprocess.run([CXX, "-std=c++17", "-O1", "-Wall", "-Werror",
+                    str(Path(__file__).with_name("threads.cpp")), *build.flags().split(), "-ldl",
+                    "-o", str(exe)], check=True, capture_output=True, text=True)
+    runs = {}
+    for setting in ("", "cpu.freq_hz=1GHz"):
+        done = run(exe, models["float"][0], env={"EMU_SET": setting})
+        assert done.returncode == 0, done.stderr
+        assert run(exe, models["float"][0], env={"EMU_SET": setting}).stdout == done.stdout
+        runs[setting] = done.stdout.splitlines()
+    lines = runs[""]
+    # the task-done callback ran at the completion (before the wait returned), got the
+    # task's status, could call the runtime and start a thread that calls it; a thread
+    # started behind the library's back (libc's own pthread_create), which it cannot place
+    # in the session, is refused with the wrong-thread code
+    assert lines[6] == (f"callback rc 0 status 0 flush 0 helper 0 stranger "
+                        f"{hbsys.HB_SYS_WRONG_THREAD} at_or_before_wait 1")
+    # emuCpuWork: 1.5 M A55 cycles at the configured clock
+    for setting, text in runs.items():
+        freq = load_config("j5", None, setting.split()).soc.cpu.freq_hz
+        assert text[0] == f"cpu work rc 0 took {round(1_500_000 / freq * 1e12)} ps"
+    # four std::threads, one inference each: two run at once on the two BPU cores, two wait
+    latency = sorted(int(line.split()[-1]) for line in lines[1:5])
+    alone = int(lines[5].split()[-1])
+    assert all(" rc 0 " in line for line in lines[1:5])
+    assert latency[1] < 1.01 * alone and 1.8 * alone < latency[2] <= latency[3] < 2.2 * alone

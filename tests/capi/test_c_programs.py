@@ -388,3 +388,33 @@ def test_a_cpp_program_with_threads_callbacks_and_declared_cpu_work(built, model
     alone = int(lines[5].split()[-1])
     assert all(" rc 0 " in line for line in lines[1:5])
     assert latency[1] < 1.01 * alone and 1.8 * alone < latency[2] <= latency[3] < 2.2 * alone
+
+
+def test_random_call_sequences_from_c_get_the_apis_codes_and_never_crash(built, models,
+                                                                         tmp_path):
+    """The fuzz driver (fuzz_driver.c) on random sequences of calls over live, released,
+    copied, altered, NULL and made-up structs and handles: the process ends normally, every
+    status is 0 or one of the APIs' codes, and a sequence gives the same statuses again."""
+    _, compile_c = built
+    exe = compile_c(Path(__file__).with_name("fuzz_driver.c"), "fuzz_driver")
+    garbage = tmp_path / "garbage.hbm"
+    garbage.write_bytes(bytes(range(256)) * 4)
+    known = {0} | {getattr(m, n) for m in (hbsys, hbdnn) for n in dir(m)
+                   if re.fullmatch(r"HB_(SYS|DNN)_[A-Z_]+", n)
+                   and isinstance(getattr(m, n), int) and getattr(m, n) < 0}
+    rng = np.random.default_rng(2027)
+    for _ in range(3):
+        ops = rng.integers(0, 16, 600)
+        ops[rng.random(600) < 0.08] = 7  # loads a little more often: more live models
+        lines = "".join(f"{op} {' '.join(map(str, rng.integers(0, 10**6, 4)))}\n"
+                        for op in ops)
+        outputs = []
+        for _ in range(2):
+            done = run(exe, models["float"][0], garbage, input=lines,
+                       env={"HB_DNN_LOG_LEVEL": "0"})
+            assert done.returncode == 0 and done.stderr == "", done.stderr
+            outputs.append(done.stdout)
+        assert outputs[0] == outputs[1]
+        statuses = [int(line.split()[1]) for line in outputs[0].splitlines()]
+        assert len(statuses) == 600 and set(statuses) <= known
+        assert statuses.count(0) > 60

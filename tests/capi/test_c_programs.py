@@ -418,3 +418,18 @@ def test_random_call_sequences_from_c_get_the_apis_codes_and_never_crash(built, 
         statuses = [int(line.split()[1]) for line in outputs[0].splitlines()]
         assert len(statuses) == 600 and set(statuses) <= known
         assert statuses.count(0) > 60
+
+
+def test_the_samples_nv12_conversion_is_opencvs(built, tmp_path):
+    """sample_image.h's PPM reading and BGR-to-NV12 conversion against OpenCV's I420 with U
+    and V interleaved, on scikit-image photos and on random pixels."""
+    exe = tmp_path / "nv12_of"
+    subprocess.run([CC, "-O1", "-Wall", "-Werror", str(Path(__file__).with_name("nv12_of.c")),
+                    "-o", str(exe)], check=True, capture_output=True, text=True)
+    noise = np.random.default_rng(5).integers(0, 256, (512, 768, 3), dtype=np.uint8)
+    for name, bgr in [(p, cv2.imread(str(PHOTOS / p))) for p in PICTURES] + [("noise", noise)]:
+        bgr = bgr[:bgr.shape[0] // 2 * 2, :bgr.shape[1] // 2 * 2]
+        picture = tmp_path / f"{Path(name).stem}.ppm"
+        assert cv2.imwrite(str(picture), bgr)
+        done = subprocess.run([str(exe), str(picture)], capture_output=True, check=True)
+        assert done.stdout == nv12(bgr).tobytes(), name

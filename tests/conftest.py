@@ -36,7 +36,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     """The run compiles into a model cache of its own (emu/nn/modelcache.py), empty at the
     start and removed at the end: tests never read or fill the user's cache, and every
-    process of the run (pytest-xdist workers, the `emu` commands tests start) shares it.
+    process of the run (pytest-xdist workers, the `emu` commands tests start) shares it;
+    so does a libemu_rt a test builds (emu/capi/build.py).
 
     No command starts a second process to compile kernels aside (emu/jit.py): the run's
     workers keep every core busy already; tests/test_jit_aside.py turns it on where it
@@ -50,6 +51,8 @@ def pytest_configure(config):
     folder = tempfile.mkdtemp(prefix="emu-test-models-")
     config.stash[_MODEL_CACHE] = folder
     os.environ[modelcache.ENV] = folder
+    # libemu_rt, if a test builds it (emu cc-flags), goes there too, not into ~/.cache
+    os.environ["EMU_CAPI_DIR"] = os.path.join(folder, "capi")
 
 
 def _share_blas_threads(config) -> None:

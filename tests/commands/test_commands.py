@@ -40,6 +40,7 @@ SMALL = {
     "sweep show": ["SPEC", "--columns", "vdsp.freq_hz,total,status"],
     "sweep export": ["SPEC", "-o", "CSV"],
     "sweep plot": ["SPEC", "line", "--x", "vdsp.freq_hz", "--y", "total", "-o", "SVG"],
+    "cc-flags": [],
     "compare": ["--set", "vdsp.freq_hz=400MHz", "--set", "vdsp.freq_hz=1GHz", "--", "dsp",
                 "softmax", "--shape", "8,64"],
 }

@@ -34,7 +34,7 @@ ALLOWED = {
     "cli": {"report", "commands"},
     "sweep": {"soc", "report", "commands"},
     "dnn": {"runtime"},
-    "capi": {"runtime", "report"},
+    "capi": {"runtime", "report", "vdsp"},
 }
 
 

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int ppm_token(FILE *f, int *value) {
+static inline int ppm_token(FILE *f, int *value) {
   int c = fgetc(f);
   while (c == '#' || c == ' ' || c == '\t' || c == '\r' || c == '\n') {
     if (c == '#')
@@ -28,7 +28,7 @@ static int ppm_token(FILE *f, int *value) {
 }
 
 /* A P6 file's pixels as BGR rows (malloc'ed; free it), or NULL with a message. */
-static uint8_t *read_ppm_bgr(const char *path, int *width, int *height) {
+static inline uint8_t *read_ppm_bgr(const char *path, int *width, int *height) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) {
     fprintf(stderr, "cannot open %s\n", path);
@@ -58,13 +58,13 @@ static uint8_t *read_ppm_bgr(const char *path, int *width, int *height) {
   return pixels;
 }
 
-static uint8_t bt601(const uint8_t *bgr, int32_t r, int32_t g, int32_t b, int32_t offset) {
+static inline uint8_t bt601(const uint8_t *bgr, int32_t r, int32_t g, int32_t b, int32_t offset) {
   int32_t v = (r * bgr[2] + g * bgr[1] + b * bgr[0] + offset + (1 << 19)) >> 20;
   return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
 /* BGR pixels (even width and height) into an NV12 frame of width * height * 3 / 2 bytes. */
-static void bgr_to_nv12(const uint8_t *bgr, int width, int height, uint8_t *nv12) {
+static inline void bgr_to_nv12(const uint8_t *bgr, int width, int height, uint8_t *nv12) {
   uint8_t *uv = nv12 + (size_t)width * height;
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {

@@ -44,10 +44,11 @@ class Export(NamedTuple):
 _EXPORTS: dict[str, Export] = {}
 
 
-def export(refused: int, failed: int | None, *, direct: bool = False
+def export(refused: int, failed: int | None, *, direct: bool = False, name: str | None = None
            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `fn` as the C function `name` (default: its own name)."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _EXPORTS[fn.__name__] = Export(fn, refused, failed, direct)
+        _EXPORTS[name or fn.__name__] = Export(fn, refused, failed, direct)
         return fn
 
     return wrap
@@ -615,7 +616,7 @@ def install_hooks(rt: Runtime) -> None:
 
 
 # The modules whose `export`s the library attaches besides this one's (each API's own).
-EXTENSIONS: tuple[str, ...] = ()
+EXTENSIONS: tuple[str, ...] = ("emu.capi.dsp_calls",)
 
 
 def start(ffi: Any, lib: Any) -> None:

@@ -6,7 +6,6 @@ answered with the APIs' codes; the headers' status values held to the Python API
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +14,11 @@ import cv2
 import numpy as np
 import pytest
 
-import emu
-from emu.capi import build, program
+from emu.capi import build
 from emu.nn import compiler, execute
-from emu.report.document import session_report
 from emu.runtime import hbdnn, hbsys
 from emu.soc.config import load_config
+from tests.capi.conftest import CC, CXX, ROOT, SAMPLES, python_run, run
 from tests.runtime.port_kit import (
     CALIBRATION_PHOTOS,
     PHOTOS,
@@ -32,37 +30,8 @@ from tests.runtime.port_kit import (
 )
 from tests.runtime.test_ports import YOLO_SIZE, _cell_boxes, _rdk_yolov8n
 
-CC = shutil.which("cc") or shutil.which("gcc")
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler (cc or gcc) on this machine")
-
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = ROOT / "c" / "samples"
 PICTURES = ("chelsea.png", "coffee.png", "astronaut.png", "motorcycle_left.png")
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """The library in a folder of this module's own, and a function that builds a C file
-    against it."""
-    folder = tmp_path_factory.mktemp("capi")
-    saved = os.environ.get("EMU_CAPI_DIR")
-    os.environ["EMU_CAPI_DIR"] = str(folder / "lib")
-    try:
-        flags = build.flags().split()
-
-        def compile_c(source: Path, name: str) -> Path:
-            exe = folder / name
-            subprocess.run([CC, "-O1", "-Wall", "-Werror", str(source), *flags, "-lm", "-o",
-                            str(exe)],
-                           check=True, capture_output=True, text=True)
-            return exe
-
-        yield folder, compile_c
-    finally:
-        if saved is None:
-            os.environ.pop("EMU_CAPI_DIR", None)
-        else:
-            os.environ["EMU_CAPI_DIR"] = saved
 
 
 @pytest.fixture(scope="module")
@@ -86,22 +55,6 @@ def pictures(built):
         assert cv2.imwrite(str(path), photo(name))
         paths[name] = path
     return paths
-
-
-def run(exe, *args, env=None, **kwargs):
-    environment = {**os.environ, **(env or {})}
-    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True,
-                          timeout=600, env=environment, **kwargs)
-
-
-def python_run(fn):
-    """`fn()` run as the main program of a fresh session; its result and the session's
-    report as the C library writes it."""
-    with emu.Session() as sess:
-        result = fn()
-        report = json.loads(json.dumps(session_report(sess, "c-program",
-                                                      program.results(sess))))
-    return result, report
 
 
 def anonymous(stats):
@@ -354,9 +307,6 @@ def test_the_readmes_c_lines_print_the_top5_and_the_simulated_latency(built, tmp
     tops = [line for line in done.stdout.splitlines() if line.startswith("TOP ")]
     assert [t.split()[1] for t in tops] == ["0", "1", "2", "3", "4"]
     assert re.search(r"inference latency: 0\.\d+ ms \(simulated\)", done.stdout)
-
-
-CXX = shutil.which("c++") or shutil.which("g++")
 
 
 @pytest.mark.skipif(CXX is None, reason="no C++ compiler (c++ or g++) on this machine")

@@ -29,7 +29,8 @@ import emu
 from emu.errors import UserError
 
 LIBRARY = "libemu_rt.so"
-HEADERS = ("hb_sys.h", "hb_dnn_status.h", "hb_dnn.h", "hb_dsp.h", "hb_dsp_cv.h", "emu_rt.h")
+HEADERS = ("hb_sys.h", "hb_dnn_status.h", "hb_dnn.h", "hb_dsp.h", "hb_dsp_cv.h", "dmp_dv.h",
+           "emu_rt.h")
 IN_C = ("emuNowPs",)  # exported functions written in C (shim.c), not Python
 SHIM = Path(__file__).with_name("shim.c")
 

@@ -34,17 +34,20 @@ EMU_RT_WRONG_THREAD = -6900002
 MAX_NAMES = 4096  # model files or data blocks one call may name: more is not a real program
 
 
+NULL: Any = object()  # an export's `refused` or `failed` that is C's NULL pointer
+
+
 class Export(NamedTuple):
     fn: Callable[..., Any]
-    refused: int  # from a thread that is not the program's
-    failed: int | None  # when the emulator itself failed (reported on stderr); None: NULL
+    refused: Any  # from a thread that is not the program's (`NULL`, None for a void)
+    failed: Any  # when the emulator itself failed (reported on stderr); `NULL`, None
     direct: bool  # needs no session (a version string, an error's text)
 
 
 _EXPORTS: dict[str, Export] = {}
 
 
-def export(refused: int, failed: int | None, *, direct: bool = False, name: str | None = None
+def export(refused: Any, failed: Any, *, direct: bool = False, name: str | None = None
            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `fn` as the C function `name` (default: its own name)."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -217,7 +220,7 @@ class Runtime:
     def install(self) -> None:
         """Attach every export to the library's C entry points."""
         for name, entry in _EXPORTS.items():
-            options = {} if entry.failed is None else {"error": entry.failed}
+            options = {} if entry.failed in (None, NULL) else {"error": entry.failed}
             self.ffi.def_extern(name=name, onerror=_reporter(name),
                                 **options)(self._entry(name, entry))
 
@@ -229,7 +232,7 @@ class Runtime:
             bridge = self.bridge() if tid == 0 or self._bridge is not None else None
             on_sim = bridge is not None and threading.get_ident() == bridge.sim_ident
             if bridge is None or (tid < 0 and not on_sim):
-                return entry.refused
+                return self.ffi.NULL if entry.refused is NULL else entry.refused
             return bridge.call(tid, lambda: _guarded(name, entry, self, args))
 
         return call
@@ -241,7 +244,7 @@ def _guarded(name: str, entry: Export, runtime: Runtime, args: tuple[Any, ...]) 
     except Exception as exc:  # the emulator's own failure: one line, the call fails
         print(f"emu: internal error in {name}: {type(exc).__name__}: {exc}", file=sys.stderr,
               flush=True)
-        return entry.failed
+        return runtime.ffi.NULL if entry.failed is NULL else entry.failed
 
 
 def _reporter(name: str) -> Callable[..., None]:
@@ -616,7 +619,7 @@ def install_hooks(rt: Runtime) -> None:
 
 
 # The modules whose `export`s the library attaches besides this one's (each API's own).
-EXTENSIONS: tuple[str, ...] = ("emu.capi.dsp_calls",)
+EXTENSIONS: tuple[str, ...] = ("emu.capi.dsp_calls", "emu.capi.dv_calls")
 
 
 def start(ffi: Any, lib: Any) -> None:

@@ -32,8 +32,9 @@ def flags_text(report: Report) -> str:
 CC_FLAGS = register(Command(
     "cc-flags", "compiler and linker flags of a C program run against the emulator",
     "Print the -I, -L, rpath and -l flags that build a C or C++ board program against emu's "
-    "headers (hb_sys.h, hb_dnn.h, hb_dsp.h, hb_dsp_cv.h, emu_rt.h) and libemu_rt, building the library with the "
-    "system C compiler on first use. The program then runs on the emulated SoC: its "
-    "hardware from EMU_PRESET, EMU_CONFIG and EMU_SET, its report and trace written at exit "
-    "to EMU_REPORT and EMU_TRACE (docs/c_programs.md).",
+    "headers (hb_sys.h, hb_dnn.h, hb_dsp.h, hb_dsp_cv.h, dmp_dv.h, emu_rt.h) and "
+    "libemu_rt, building the library with the system C compiler on first use. The program "
+    "then runs on the emulated SoC: its hardware from EMU_PRESET, EMU_CONFIG and EMU_SET, "
+    "its report and trace written at exit to EMU_REPORT and EMU_TRACE "
+    "(docs/c_programs.md).",
     (), flags_work, flags_text, hardware=False))

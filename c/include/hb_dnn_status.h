@@ -1,6 +1,6 @@
-/* hb_dnn_status.h: hbDNN's status codes. The values are emu's (emu.runtime.hbdnn_types,
- * checked against it by emu's tests); HB_DNN_WRONG_THREAD and HB_DNN_DEADLOCK are emu's
- * own, for situations a board cannot have. */
+/* hb_dnn_status.h: hbDNN's status codes, with the J5 OE's values (HB_DNN_TASK_NUM_EXCEED_
+ * LIMIT = -6000009 as published); HB_DNN_WRONG_THREAD and HB_DNN_DEADLOCK are emu's own, for
+ * situations a board cannot have. emu's tests hold them to emu.runtime.hbdnn_types. */
 #ifndef EMU_HB_DNN_STATUS_H_
 #define EMU_HB_DNN_STATUS_H_
 

@@ -21,6 +21,7 @@
 #include "hb_dnn.h"
 #include "hb_sys.h"
 #include "sample_image.h"
+#include "sample_topk.h"
 
 #define CHECK(call, what)                                      \
   do {                                                         \
@@ -42,11 +43,6 @@ typedef struct {
   int32_t model_height;
   int32_t model_width;
 } ClsPerception;
-
-typedef struct {
-  int id;
-  double score;
-} Classification;
 
 static double now_ms(void) {
   struct timespec ts;
@@ -122,16 +118,7 @@ static int get_topk_result(hbDNNTensor *tensor, int top_k, Classification *top) 
       score = data[i] / (double)(1 << tensor->properties.shift.shiftData[i]);
     else if (tensor->properties.quantiType == SCALE)
       score = (double)data[i] * tensor->properties.scale.scaleData[i];
-    /* insertion into the sorted best k; of equal scores the later class ranks first */
-    int at = kept < top_k ? kept : top_k;
-    while (at > 0 && top[at - 1].score <= score) --at;
-    if (at < top_k) {
-      int last = kept < top_k ? kept : top_k - 1;
-      memmove(&top[at + 1], &top[at], (size_t)(last - at) * sizeof *top);
-      top[at].id = i;
-      top[at].score = score;
-      if (kept < top_k) ++kept;
-    }
+    topk_insert(top, &kept, top_k, i, score);
   }
   return 0;
 }

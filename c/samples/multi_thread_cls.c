@@ -25,6 +25,7 @@
 #include "hb_dnn.h"
 #include "hb_sys.h"
 #include "sample_image.h"
+#include "sample_topk.h"
 
 #define MAX_WORKERS 64
 #define MAX_FRAMES 64
@@ -38,11 +39,6 @@
       return rc_;                                                      \
     }                                                                  \
   } while (0)
-
-typedef struct {
-  int id;
-  double score;
-} Classification;
 
 typedef struct {
   char name[32];
@@ -89,15 +85,7 @@ static int get_topk_result(hbDNNTensor *tensor, int top_k, Classification *top) 
       score = value / (double)(1 << props->shift.shiftData[i]);
     else if (props->quantiType == SCALE)
       score = value * props->scale.scaleData[i];
-    int at = kept < top_k ? kept : top_k;
-    while (at > 0 && top[at - 1].score <= score) --at;
-    if (at < top_k) {
-      int last = kept < top_k ? kept : top_k - 1;
-      memmove(&top[at + 1], &top[at], (size_t)(last - at) * sizeof *top);
-      top[at].id = i;
-      top[at].score = score;
-      if (kept < top_k) ++kept;
-    }
+    topk_insert(top, &kept, top_k, i, score);
   }
   return 0;
 }

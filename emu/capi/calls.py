@@ -118,6 +118,14 @@ class Runtime:
         """The object a handle pointer stands for; one every API refuses if none."""
         return self._objects.get(self.address(pointer), _UNKNOWN)
 
+    def handle_out(self, out: Any, result: tuple[int, Any]) -> int:
+        """A call's (status, handle): on success (0) the handle written through the
+        out-parameter `out`; the status."""
+        rc, handle = result
+        if rc == 0:
+            out[0] = self.pointer(handle)
+        return rc
+
     def address(self, pointer: Any) -> int:
         return int(self.ffi.cast("uintptr_t", pointer))
 
@@ -355,13 +363,6 @@ def hbDNNGetErrorDesc(rt: Runtime, code: int) -> Any:
     return rt.string(hbdnn.hbDNNGetErrorDesc(int(code)))
 
 
-def _packed_out(rt: Runtime, packed: Any, result: tuple[int, Any]) -> int:
-    rc, handle = result
-    if rc == hbdnn.HB_DNN_SUCCESS:
-        packed[0] = rt.pointer(handle)
-    return rc
-
-
 @_dnn
 def hbDNNInitializeFromFiles(rt: Runtime, packed: Any, names: Any, count: int) -> int:
     if rt.null(packed) or rt.null(names) or not 0 < count <= MAX_NAMES:
@@ -369,7 +370,7 @@ def hbDNNInitializeFromFiles(rt: Runtime, packed: Any, names: Any, count: int) -
     if any(rt.null(names[i]) for i in range(count)):
         return _INVALID
     files = [os.fsdecode(rt.ffi.string(names[i])) for i in range(count)]
-    return _packed_out(rt, packed, hbdnn.hbDNNInitializeFromFiles(files, count))
+    return rt.handle_out(packed, hbdnn.hbDNNInitializeFromFiles(files, count))
 
 
 @_dnn
@@ -384,7 +385,7 @@ def hbDNNInitializeFromDDR(rt: Runtime, packed: Any, data: Any, lengths: Any,
             return _INVALID
         blocks.append(bytes(rt.ffi.buffer(data[i], size)))
         sizes.append(size)
-    return _packed_out(rt, packed, hbdnn.hbDNNInitializeFromDDR(blocks, sizes, count))
+    return rt.handle_out(packed, hbdnn.hbDNNInitializeFromDDR(blocks, sizes, count))
 
 
 @_dnn
@@ -489,13 +490,6 @@ def _joined(rt: Runtime, task: Any) -> Any:
     return None if rt.null(task[0]) else rt.handle(task[0])
 
 
-def _task_out(rt: Runtime, task: Any, result: tuple[int, Any]) -> int:
-    rc, handle = result
-    if rc == hbdnn.HB_DNN_SUCCESS:
-        task[0] = rt.pointer(handle)
-    return rc
-
-
 def _model_io(rt: Runtime, dnn: Any) -> tuple[Any, int, int] | None:
     handle = rt.handle(dnn)
     rc_in, inputs = hbdnn.hbDNNGetInputCount(handle)
@@ -513,7 +507,7 @@ def hbDNNInfer(rt: Runtime, task: Any, output: Any, input: Any, dnn: Any, ctrl: 
     if io is None:
         return hbdnn.HB_DNN_INVALID_DNN_HANDLE
     handle, inputs, outputs = io
-    return _task_out(rt, task, hbdnn.hbDNNInfer(
+    return rt.handle_out(task, hbdnn.hbDNNInfer(
         rt.tensors_in(output[0], outputs), rt.tensors_in(input, inputs), handle,
         _ctrl_in(ctrl), _joined(rt, task)))
 
@@ -533,7 +527,7 @@ def hbDNNRoiInfer(rt: Runtime, task: Any, output: Any, input: Any, rois: Any, co
     if io is None:
         return hbdnn.HB_DNN_INVALID_DNN_HANDLE
     handle, _, outputs = io
-    return _task_out(rt, task, hbdnn.hbDNNRoiInfer(
+    return rt.handle_out(task, hbdnn.hbDNNRoiInfer(
         rt.tensors_in(output[0], outputs), rt.tensors_in(input, count),
         [_roi_in(rois[i]) for i in range(count)], count, handle, _ctrl_in(ctrl),
         _joined(rt, task)))
@@ -547,7 +541,7 @@ def hbDNNResize(rt: Runtime, task: Any, output: Any, input: Any, roi: Any, ctrl:
     param.bpuCoreId, param.priority = int(ctrl.bpuCoreId), int(ctrl.priority)
     param.resizeType = int(ctrl.resizeType)
     box = None if rt.null(roi) else _roi_in(roi)
-    return _task_out(rt, task, hbdnn.hbDNNResize(rt.tensor_in(output), rt.tensor_in(input),
+    return rt.handle_out(task, hbdnn.hbDNNResize(rt.tensor_in(output), rt.tensor_in(input),
                                                  box, param))
 
 

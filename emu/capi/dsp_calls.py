@@ -22,18 +22,11 @@ def _ctrl_in(c: Any) -> hbdsp.hbDSPRpcCtrlParam:
     return ctrl
 
 
-def _task_out(rt: Runtime, task: Any, result: tuple[int, Any]) -> int:
-    rc, handle = result
-    if rc == hbdsp.HB_DSP_SUCCESS:
-        task[0] = rt.pointer(handle)
-    return rc
-
-
 @_dsp
 def hbDSPRpc(rt: Runtime, task: Any, input: Any, output: Any, ctrl: Any) -> int:
     if any(rt.null(p) for p in (task, input, output, ctrl)):
         return _INVALID
-    return _task_out(rt, task, hbdsp.hbDSPRpc(rt.mem_in(input), rt.mem_in(output),
+    return rt.handle_out(task, hbdsp.hbDSPRpc(rt.mem_in(input), rt.mem_in(output),
                                              _ctrl_in(ctrl)))
 
 
@@ -76,7 +69,7 @@ def _cv_call(op: cv.CvOp) -> None:
         *images, dst, param, ctrl = args
         if any(rt.null(p) for p in (task, *images, dst, param, ctrl)):
             return _INVALID
-        return _task_out(rt, task, function(*(_image_in(rt, im) for im in images),
+        return rt.handle_out(task, function(*(_image_in(rt, im) for im in images),
                                             _image_in(rt, dst), _param_in(op, param),
                                             _ctrl_in(ctrl)))
 

@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 
 from emu.capi import build
-from emu.nn import compiler, execute
+from emu.nn import execute
 from emu.runtime import hbdnn, hbsys
 from emu.soc.config import load_config
 from tests.capi.conftest import CC, CXX, ROOT, SAMPLES, python_run, run
 from tests.runtime.port_kit import (
-    CALIBRATION_PHOTOS,
     PHOTOS,
     assert_float_top5,
     nv12,
@@ -28,7 +27,7 @@ from tests.runtime.port_kit import (
     photo,
     port,
 )
-from tests.runtime.test_ports import YOLO_SIZE, _cell_boxes, _rdk_yolov8n
+from tests.runtime.test_ports import YOLO_SIZE, build_detectors, mid_threshold
 
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler (cc or gcc) on this machine")
 PICTURES = ("chelsea.png", "coffee.png", "astronaut.png", "motorcycle_left.png")
@@ -248,19 +247,8 @@ def detector(built):
     """The RDK YOLOv8n build of tests/runtime/test_ports.py (NV12, float classes, int32
     boxes) at YOLO_SIZE, and a picture of that size."""
     folder, _ = built
-    calib = folder / "yolo_calib"
-    calib.mkdir()
-    for k, name in enumerate(CALIBRATION_PHOTOS):
-        np.save(calib / f"{k}.npy", nv12(cv2.resize(cv2.imread(str(PHOTOS / name)),
-                                                     (YOLO_SIZE, YOLO_SIZE))))
-    onnx_model = _rdk_yolov8n()
-    types = tuple((o.name, "int32" if o.name.startswith("box") else "float")
-                  for o in onnx_model.graph.output)
-    model = compiler.compile_model(onnx_model, "yolov8n_nv12", compiler.CompileOptions(
-        input_type="nv12", scale=(1 / 255,) * 3, calib_dir=calib, output_types=types),
-        load_config("j5", None, []).soc)
-    path = folder / "yolov8n_nv12.hbm"
-    path.write_bytes(compiler.dumps([model]))
+    (folder / "yolo").mkdir()
+    path, model = build_detectors(folder / "yolo", ("rdk",))["rdk"]
     bgr = cv2.resize(cv2.imread(str(PHOTOS / "chelsea.png")), (YOLO_SIZE, YOLO_SIZE))
     picture = folder / "chelsea_yolo.ppm"
     assert cv2.imwrite(str(picture), bgr)
@@ -273,10 +261,7 @@ def test_the_yolov8_detector_finds_the_python_ports_boxes_in_the_same_time(built
     path, model, picture = detector
     bgr = cv2.imread(str(picture), cv2.IMREAD_COLOR)
     (name,) = model.graph.inputs
-    logits = _cell_boxes(execute.run(model.quant, {name: nv12(bgr)}))[1]
-    levels = np.unique(logits)[::-1]  # a threshold with a few dozen cells above it
-    k = next(k for k, v in enumerate(levels) if (logits >= v).sum() >= 25)
-    threshold = float(1 / (1 + np.exp(-(levels[k] + levels[k + 1]) / 2)))
+    threshold = mid_threshold(execute.run(model.quant, {name: nv12(bgr)}))
     report_file = picture.parent / "yolo.json"
     done = run(exe, path, picture, repr(threshold), "0.7",
                env={"EMU_REPORT": str(report_file)})

@@ -87,11 +87,10 @@ def _rdk_yolov8n() -> onnx.ModelProto:
     return model
 
 
-@pytest.fixture(scope="module")
-def detector(tmp_path_factory):
+def build_detectors(folder, builds=("rdk", "all_float")):
     """The RDK export compiled as the model zoo's README does: NV12 input, pixels / 255, the
-    box outputs' Dequantize removed (int32 accumulators), the class outputs float."""
-    folder = tmp_path_factory.mktemp("yolo")
+    box outputs' Dequantize removed (int32 accumulators), the class outputs float ("rdk");
+    and with every output float ("all_float"). {build: (file, model)} in `folder`."""
     calib = folder / "calib"
     calib.mkdir()
     for k, name in enumerate(CALIBRATION_PHOTOS):
@@ -99,16 +98,32 @@ def detector(tmp_path_factory):
                                                      (YOLO_SIZE, YOLO_SIZE))))
     onnx_model = _rdk_yolov8n()
     soc = load_config("j5", None, []).soc
+    kinds = {"rdk": tuple((o.name, "int32" if o.name.startswith("box") else "float")
+                          for o in onnx_model.graph.output), "all_float": ()}
     made = {}
-    for build, types in (("rdk", tuple((o.name, "int32" if o.name.startswith("box") else "float")
-                                       for o in onnx_model.graph.output)),
-                         ("all_float", ())):
+    for build in builds:
         model = compiler.compile_model(onnx_model, "yolov8n_nv12", compiler.CompileOptions(
-            input_type="nv12", scale=(1 / 255,) * 3, calib_dir=calib, output_types=types), soc)
+            input_type="nv12", scale=(1 / 255,) * 3, calib_dir=calib,
+            output_types=kinds[build]), soc)
         path = folder / f"{build}.hbm"
         path.write_bytes(compiler.dumps([model]))
         made[build] = (path, model)
     return made
+
+
+@pytest.fixture(scope="module")
+def detector(tmp_path_factory):
+    return build_detectors(tmp_path_factory.mktemp("yolo"))
+
+
+def mid_threshold(outputs: dict[str, np.ndarray]) -> float:
+    """A score threshold halfway between two logits the cells take, with 25 or more cells
+    above it, so that a test looks at a few dozen candidates whatever the seeded weights
+    give."""
+    logits = _cell_boxes(outputs)[1]
+    levels = np.unique(logits)[::-1]
+    k = next(k for k, v in enumerate(levels) if (logits >= v).sum() >= 25)
+    return float(1 / (1 + np.exp(-(levels[k] + levels[k + 1]) / 2)))
 
 
 def _cell_boxes(outputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,12 +178,7 @@ def test_the_yolov8_nv12_port_finds_the_boxes_of_its_outputs_and_they_are_the_fl
     feeds = {model.graph.inputs[0]: nv12(cv2.resize(bgr, (YOLO_SIZE, YOLO_SIZE)))}
     floats = reference.run_float(model.graph, feeds)
     ours = execute.run(model.quant, feeds)  # the int8 model's outputs, dequantised
-    # a threshold halfway between two logits the cells take, with 25 or more cells above
-    # it, so that the test looks at a few dozen candidates whatever the seeded weights give
-    logits = _cell_boxes(ours)[1]
-    levels = np.unique(logits)[::-1]
-    k = next(k for k, v in enumerate(levels) if (logits >= v).sum() >= 25)
-    threshold = float(1 / (1 + np.exp(-(levels[k] + levels[k + 1]) / 2)))
+    threshold = mid_threshold(ours)
     with session.Session() as sess:
         live = sess.soc.pool.live_buffers
         rc, found = yolo.detect(str(path), bgr, threshold, 0.7)

@@ -1,8 +1,11 @@
 """dmp_dv from C: the dv_conv sample's convolution equals the same calls made from Python
 (bytes and, to the picosecond, the timeline) and a float64 convolution within FP16's
-precision; runs repeat byte for byte; misuse gets the driver's codes."""
+precision; the dv_test_conv sample (DMP's test_conv in C) passes on file sets written by the
+port's generator, with the port's outputs bit for bit and the timeline of the port's calls
+made in the same order; runs repeat byte for byte; misuse gets the driver's codes."""
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +14,14 @@ import pytest
 from emu.dv import layout
 from emu.runtime import dmp_dv as dv
 from tests.capi.conftest import CC, SAMPLES, python_run, run
+from tests.runtime.test_port_dv_conv import caffe_forward
+
+PORTS = Path(__file__).resolve().parents[2] / "examples" / "ports"
+sys.path.insert(0, str(PORTS))
+try:
+    import dv_test_conv as port
+finally:
+    sys.path.pop(0)
 
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler (cc or gcc) on this machine")
 C, M, H, W, K = 16, 16, 16, 16, 3
@@ -117,7 +128,7 @@ def test_the_dv_conv_sample_is_the_python_programs_convolution_and_timeline(buil
 def test_misuse_of_dmp_dv_from_c_returns_the_drivers_codes(built):
     _, compile_c = built
     done = run(compile_c(Path(__file__).with_name("dv_misuse.c"), "dv_misuse"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0 and "internal error" not in done.stderr, done.stderr
     got = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     einval = str(dv.EINVAL)
     assert got == {
@@ -128,4 +139,148 @@ def test_misuse_of_dmp_dv_from_c_returns_the_drivers_codes(built):
         "add_unknown_memory": einval, "commit_empty": einval, "exec_bad_list": "negative",
         "wait_bad_id": einval, "pack_zero_dims": einval, "pack_null_size": einval,
         "released_mem_map": "null", "released_mem_sync": einval, "double_release": "ok",
+        "released_mem_size": "0", "released_mem_unmap_retain": "ok",
+        "pack_small_buffer": einval, "pack_null_weights": einval,
+        "exec_uncommitted": "negative", "released_list_commit": einval,
+        "released_context_alloc": "null", "released_context_list": "null",
+        "null_context_alloc": "null", "null_context_exists": "-1",
         "info": "0", "info_conv_freq": "positive", "last_error": "set"}
+
+
+# --- dv_test_conv.c -----------------------------------------------------------------------
+
+L = port.Layer
+# small file sets covering conv_enable 1, 3, 5 and 7, a dilation, strides 1 and 2, a
+# non-square kernel, ReLU, tanh and PReLU (FP16 only): 11 configurations
+TEST_CONV_LAYERS = [
+    L(9, 9, 3, 3, 3, 9, (1, 1, 1, 1), (1, 1), 0, False, 1, False),
+    L(9, 9, 9, 3, 3, 9, (1, 1, 1, 1), (2, 2), 2, True, 1, False),
+    L(9, 9, 3, 3, 3, 3, (2, 2, 2, 2), (1, 1), 0, False, 2, False),
+    L(9, 9, 3, 3, 3, 3, (1, 1, 1, 1), (2, 2), 0, False, 1, True),
+    L(9, 9, 9, 3, 3, 9, (1, 1, 1, 1), (1, 1), 1, True, 1, True),
+    L(1, 9, 3, 5, 3, 3, (2, 1, 2, 1), (1, 1), 4, False, 1, False)]
+SEED, PASSES = 7, 2
+MASK = (1 << 64) - 1
+
+
+class _Lcg:
+    """dv_test_conv.c's random numbers: an MMIX LCG step, the upper 32 bits modulo n."""
+
+    def __init__(self, seed):
+        self.state = seed & MASK
+
+    def below(self, n):
+        self.state = (self.state * 6364136223846793005 + 1442695040888963407) & MASK
+        return (self.state >> 32) % n
+
+
+def _port_passes(seed, passes):
+    """dv_test_conv.c's main with the port's functions: the configurations loaded, shuffled
+    and given offsets as the C program does, each pass one then fifty per command list; the
+    configurations (sorted) and (n_ok, n_add_raw, n_err). In the folder holding `data`."""
+    configs = port.load_configurations()
+    order = list(configs)
+    rng = _Lcg(seed)
+    port.g_n_fd = -1
+    counts = (0, 0, 0)
+    for _ in range(passes):
+        for i in range(len(order) - 1, 0, -1):
+            j = rng.below(i + 1)
+            order[i], order[j] = order[j], order[i]
+        for pack_size in (1, 50):
+            confs = []
+            for conf in order:
+                if conf.failed:
+                    continue
+                conf.io_offs = rng.below(1025) << 4
+                conf.weights_offs = rng.below(1025) << 4
+                if conf.batch_size != 1:
+                    conf.batch_size, conf.hash_set = 1, False
+                confs.append(conf)
+                if len(confs) < pack_size:
+                    continue
+                counts = port._count(port.test_conv(confs), *counts)
+                confs = []
+            if confs:
+                counts = port._count(port.test_conv(confs), *counts)
+    return configs, counts
+
+
+@pytest.fixture(scope="module")
+def conv_data(tmp_path_factory):
+    """A folder holding `data`: the file sets of TEST_CONV_LAYERS, as the port's generator
+    writes them with the float64 Caffe layer as the gold."""
+    folder = tmp_path_factory.mktemp("dv_test_conv")
+    generator = port.Generator(caffe_forward)
+    assert all(generator.valid(layer) for layer in TEST_CONV_LAYERS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)
+        for layer in TEST_CONV_LAYERS:
+            generator.generate(layer)
+    return folder
+
+
+def _lines(stdout):
+    """The per-configuration lines: {(name, kind): (result, sha256)}; the totals."""
+    rows, totals = {}, {}
+    for line in stdout.splitlines():
+        if ": " in line:
+            label, value = line.rsplit(": ", 1)
+            totals[label] = int(value)
+        else:
+            name, kind, result, digest = line.split()
+            rows[name, kind] = (result, digest)
+    return rows, totals
+
+
+def test_the_dv_test_conv_sample_is_the_ports_outputs_and_timeline(built, conv_data,
+                                                                   tmp_path, monkeypatch):
+    _, compile_c = built
+    exe = compile_c(SAMPLES / "dv_test_conv.c", "dv_test_conv")
+    runs = []
+    for k in range(2):
+        env = {"EMU_REPORT": str(tmp_path / f"r{k}.json"),
+               "EMU_TRACE": str(tmp_path / f"t{k}.json")}
+        done = run(exe, "data", SEED, PASSES, env=env, cwd=conv_data)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        runs.append([done.stdout] + [(tmp_path / f"{n}{k}.json").read_bytes() for n in "rt"])
+    assert runs[0] == runs[1]  # stdout, report and trace, byte for byte
+    rows, totals = _lines(runs[0][0])
+    assert len(rows) == 11 and all(result == "ok" for result, _ in rows.values())
+    # each configuration runs once per command list of each pass: 11 + 1 lists a pass
+    assert totals == {"Tests succeeded": 24, "Tests failed on dmp_dv_cmdlist_add_raw": 0,
+                      "Tests failed to produce correct results": 0,
+                      "Number of configurations tested": 11}
+
+    monkeypatch.chdir(conv_data)
+    (configs, counts), report = python_run(lambda: _port_passes(SEED, PASSES))
+    assert counts == (24, 0, 0)
+    want = {(conf.prefix().removeprefix("data/"), "Q8" if conf.quantized else "FP16"):
+            ("FAILED" if conf.failed else "ok", conf.hash.hex()) for conf in configs}
+    assert rows == want  # the port's outputs, bit for bit, and its verdicts
+    assert list(rows) == list(want)  # in the same (sorted) order
+    assert json.loads(runs[0][1])["stats"] == report["stats"]
+
+
+def test_the_dv_test_conv_sample_fails_a_wrong_gold_output(built, conv_data, tmp_path):
+    _, compile_c = built
+    exe = compile_c(SAMPLES / "dv_test_conv.c", "dv_test_conv")
+    wrong = tmp_path / "data"
+    for path in (conv_data / "data").rglob("*.bin"):
+        target = wrong / path.relative_to(conv_data / "data")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    gold = wrong / "9x9x3_t0d1" / "3x3x3_pad1x1x1x1_stride2x2_act0.o.bin"
+    values = np.fromfile(gold, np.float16)
+    values[5] += np.float16(1.0)  # one element off by one
+    values.tofile(gold)
+    done = run(exe, "data", SEED, 1, cwd=tmp_path)
+    assert done.returncode == 1
+    rows, totals = _lines(done.stdout)
+    failed = {key for key, (result, _) in rows.items() if result == "FAILED"}
+    assert failed == {("9x9x3_t0d1/3x3x3_pad1x1x1x1_stride2x2_act0", kind)
+                      for kind in ("FP16", "Q8")}
+    assert totals["Tests failed to produce correct results"] > 0
+    assert "FAILED: failed_diff=1.000000" in done.stderr
+    missing = run(exe, tmp_path / "nowhere", cwd=tmp_path)
+    assert missing.returncode == 1 and "Could not open" in missing.stderr
